@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench browser-deps clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/layerscope serve --host 127.0.0.1 --port 8000
+
+# Debian's Chromium drives the browser tests (Playwright's own download does not work here).
+browser-deps:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Debian chromium for the browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
+
+test: $(STAMP) browser-deps
+	$(BIN)/ruff check backend tests bench
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check backend tests bench
+
+bench: $(STAMP)
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist .pytest_cache

@@ -1,0 +1,3 @@
+from layerscope.cli import main
+
+raise SystemExit(main())

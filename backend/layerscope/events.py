@@ -1,0 +1,274 @@
+"""Simulator events: one versioned, typed schema, exported as JSON Schema.
+
+Every event carries `kind` and `t_us` (simulated GPU time, microseconds, at full model size).
+Events are plain records: the engine makes them, the CLI writes them as JSON lines, the server
+batches them into websocket frames, the browser renders them. Nothing else.
+
+Sizes, stated everywhere: timings, bytes and memory are simulated at the real model's size;
+`numerics` and `experts.counts` come from the numpy layer run at a scaled size (`scaled_model`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+EVENT_SCHEMA_VERSION = 1
+
+Phase = Literal["prefill", "decode", "idle", "validate"]
+Bound = Literal["compute", "memory", "latency"]
+StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    t_us: float = Field(..., ge=0.0, description="simulated time of the event, microseconds")
+
+
+class PhaseEvent(_Event):
+    kind: Literal["phase"] = "phase"
+    phase: Phase
+    detail: str = ""
+
+
+class KernelEvent(_Event):
+    """One kernel launch; t_us == start_us."""
+
+    kind: Literal["kernel"] = "kernel"
+    name: str  # as a profiler shows it (qwen3_prefill_flash_attn_chunked, fused_moe_kernel, ...)
+    stage: str  # input_norm, qkv_proj, attention, experts, ...
+    stage_kind: StageKind
+    phase: Phase
+    stream: str = "compute"  # one timeline row per stream
+    start_us: float
+    dur_us: float
+    flops: float
+    bytes: float
+    bound: Bound
+    hbm_util: float = Field(..., ge=0.0, le=1.0)
+    l2_hit: float = Field(..., ge=0.0, le=1.0)
+    chunk: int | None = None  # prefill chunk id
+    step: int | None = None  # decode step
+    shapes: str = ""  # human-readable shapes, e.g. "x[4096,4096] @ W[4096,9216]"
+
+
+class ChunkEvent(_Event):
+    """The chunk scheduler's decision for one prefill chunk: token range, pages written, barrier."""
+
+    kind: Literal["chunk"] = "chunk"
+    chunk: int
+    token_start: int
+    token_end: int  # exclusive
+    chunk_size: int
+    reason: Literal["default", "low_memory", "disabled"] = "default"
+    pages: list[int] = Field(default_factory=list, description="logical KV pages this chunk writes")
+    barrier_us: float = 0.0  # time at which the chunk's barrier completes
+
+
+class BanksEvent(_Event):
+    """Occupancy snapshot of every bank (mergeable: a later snapshot supersedes an earlier one)."""
+
+    kind: Literal["banks"] = "banks"
+    used: list[int]  # pages in use per bank
+    capacity: int  # pages per bank
+    reserved: list[int] = Field(default_factory=list, description="hint-reserved pages per bank")
+
+
+class PageAllocEvent(_Event):
+    kind: Literal["page_alloc"] = "page_alloc"
+    owner: str  # sequence id, or "hint", or "tenant" for other tenants' pages
+    phase: Phase
+    logical: list[int]  # logical page index within the owner's block table
+    banks: list[int]
+    slots: list[int]
+
+
+class PageFreeEvent(_Event):
+    kind: Literal["page_free"] = "page_free"
+    owner: str
+    banks: list[int]
+    slots: list[int]
+
+
+class AllocFailEvent(_Event):
+    """An allocation that could not be served; free memory may still look ample."""
+
+    kind: Literal["alloc_fail"] = "alloc_fail"
+    owner: str
+    pages_wanted: int
+    contiguous: bool
+    free_pages: int
+    largest_free_run: int
+    reason: str
+
+
+class PageMigrateEvent(_Event):
+    kind: Literal["page_migrate"] = "page_migrate"
+    owner: str
+    logical: int
+    from_bank: int
+    from_slot: int
+    to_bank: int
+    to_slot: int
+    bytes: float
+    dur_us: float
+    reason: Literal["make_room", "compact"] = "make_room"
+
+
+class PageEvictEvent(_Event):
+    kind: Literal["page_evict"] = "page_evict"
+    owner: str
+    logical: list[int]
+    banks: list[int]
+    slots: list[int]
+    bytes: float
+
+
+class MemoryEvent(_Event):
+    kind: Literal["memory"] = "memory"
+    hbm_total_bytes: float
+    hbm_used_bytes: float
+    hbm_free_bytes: float
+    kv_bytes: float  # KV cache of the whole model (all layers)
+    largest_free_run_bytes: float
+    activation_bytes: float = 0.0  # transient workspace (prefill pulses wide, decode narrow)
+
+
+class DecodeStepEvent(_Event):
+    kind: Literal["decode_step"] = "decode_step"
+    step: int
+    context_len: int
+    latency_us: float  # one layer
+    model_latency_us: float  # whole model (layer x layers, plus switch-over costs)
+    sla_us: float
+    jitter_us: float  # deviation from the running median
+    over_sla: bool
+    stage_us: dict[str, float] = Field(default_factory=dict)
+    cross_bank_reads: int = 0
+    refetched_pages: int = 0
+
+
+class FaultEvent(_Event):
+    kind: Literal["fault"] = "fault"
+    fault: str  # a FaultKind, or crc_mismatch, alloc_fail, ...
+    action: Literal["injected", "detected", "recovered"]
+    detail: str
+    banks: list[int] = Field(default_factory=list)
+    step: int | None = None
+    chunk: int | None = None
+
+
+class CrcEvent(_Event):
+    """A validation pass: CRC32 of each bank's cached K/V against the value recorded when written."""
+
+    kind: Literal["crc"] = "crc"
+    checked_banks: int
+    bad_banks: list[int]
+    source: Literal["numpy", "metadata"]  # numpy: real cached data at the scaled size
+
+
+class NumericsEvent(_Event):
+    """Error of the numpy layer (scaled size) against a clean reference run of the same schedule."""
+
+    kind: Literal["numerics"] = "numerics"
+    phase: Phase
+    scaled_model: str
+    tokens: int
+    rel_error: float  # ||y - y_ref|| / ||y_ref||; inf when non-finite values appear
+    max_abs_error: float
+    nan_count: int
+    inf_count: int
+    step: int | None = None
+    chunk: int | None = None
+
+
+class ExpertsEvent(_Event):
+    kind: Literal["experts"] = "experts"
+    phase: Phase
+    step: int | None = None
+    chunk: int | None = None
+    scaled_model: str
+    counts: list[int]  # tokens routed to each expert by the scaled numpy router
+    distinct_full: float  # expected distinct experts whose weights this step reads at full size
+    assumed: Literal["balanced", "skewed"]
+
+
+class SummaryEvent(_Event):
+    kind: Literal["summary"] = "summary"
+    figures: dict[str, float | int | bool | str]
+
+
+Event = Annotated[
+    PhaseEvent
+    | KernelEvent
+    | ChunkEvent
+    | BanksEvent
+    | PageAllocEvent
+    | PageFreeEvent
+    | AllocFailEvent
+    | PageMigrateEvent
+    | PageEvictEvent
+    | MemoryEvent
+    | DecodeStepEvent
+    | FaultEvent
+    | CrcEvent
+    | NumericsEvent
+    | ExpertsEvent
+    | SummaryEvent,
+    Field(discriminator="kind"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+EVENT_KINDS = tuple(
+    m.model_fields["kind"].default
+    for m in (
+        PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
+        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, FaultEvent, CrcEvent,
+        NumericsEvent, ExpertsEvent, SummaryEvent,
+    )
+)
+# Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
+MERGEABLE_KINDS = frozenset({"banks", "memory"})
+
+
+# -- topology: the layer as a graph of stages, per phase -------------------------------------
+class TopologyNode(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str  # stage id, matches KernelEvent.stage
+    label: str
+    kind: StageKind | Literal["scheduler", "cache"]
+    kernels: list[str] = Field(default_factory=list)
+    precision: str = ""
+    access: str = ""  # memory access pattern, e.g. "streamed weights", "paged gather"
+    bound: Bound | None = None
+
+
+class TopologyEdge(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str
+    target: str
+    bytes: float  # bytes moved along the edge for one prefill chunk / one decode step
+
+
+class PhaseTopology(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    nodes: list[TopologyNode]
+    edges: list[TopologyEdge]
+
+
+class Topology(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    runtime: str
+    prefill: PhaseTopology
+    decode: PhaseTopology
+
+
+def event_json(event: BaseModel) -> str:
+    """Canonical JSON of one event (stable key order, no whitespace): byte-identical across runs."""
+    return event.model_dump_json()
+
+
+def parse_event(data: dict[str, Any]) -> Any:
+    return EVENT_ADAPTER.validate_python(data)

@@ -1,0 +1,94 @@
+"""Websocket messages between the dashboard and the server (documented in docs/protocol.md)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+MAX_MESSAGE_BYTES = 64 * 1024  # a client message above this is refused
+MAX_SPEED = 1e6
+PROTOCOL_VERSION = 1
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LoadCommand(_Command):
+    type: Literal["load"]
+    scenario: str | None = Field(None, max_length=64, description="a preset name")
+    spec: dict[str, Any] | None = Field(None, description="an inline scenario spec")
+    set: dict[str, Any] = Field(default_factory=dict, description="field overrides")
+    events: list[dict[str, Any]] | None = Field(
+        None, max_length=200_000, description="a recorded event stream to replay instead of simulating"
+    )
+
+
+class PlayCommand(_Command):
+    type: Literal["play"]
+    speed: float | None = Field(None, gt=0.0, le=MAX_SPEED)
+
+
+class PauseCommand(_Command):
+    type: Literal["pause"]
+
+
+class StepCommand(_Command):
+    type: Literal["step"]
+
+
+class SeekCommand(_Command):
+    type: Literal["seek"]
+    t_us: float = Field(..., ge=0.0, le=1e12)
+
+
+class SpeedCommand(_Command):
+    type: Literal["speed"]
+    speed: float = Field(..., gt=0.0, le=MAX_SPEED)
+
+
+Command = Annotated[
+    LoadCommand | PlayCommand | PauseCommand | StepCommand | SeekCommand | SpeedCommand,
+    Field(discriminator="type"),
+]
+COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(Command)
+
+
+class LoadedMessage(BaseModel):
+    type: Literal["loaded"] = "loaded"
+    scenario: dict[str, Any]
+    topology: dict[str, Any]
+    duration_us: float
+    num_events: int
+    compare: dict[str, Any] | None = None
+    claims: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class FrameMessage(BaseModel):
+    type: Literal["frame"] = "frame"
+    seq: int
+    t_us: float
+    events: list[dict[str, Any]]
+    dropped_snapshots: int = 0  # grid/memory snapshots this client lost because it read slowly
+
+
+class EndMessage(BaseModel):
+    type: Literal["end"] = "end"
+    summary: dict[str, Any]
+
+
+class StateMessage(BaseModel):
+    type: Literal["state"] = "state"
+    playing: bool
+    speed: float
+    t_us: float
+
+
+class ErrorMessage(BaseModel):
+    type: Literal["error"] = "error"
+    message: str
+    field: str | None = None
+
+
+ServerMessage = LoadedMessage | FrameMessage | EndMessage | StateMessage | ErrorMessage

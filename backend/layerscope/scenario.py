@@ -1,0 +1,236 @@
+"""The scenario spec: one pydantic model, the single source of truth for YAML files, REST and websocket.
+
+Every bound here is also what keeps a request from making the server allocate without limit.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from layerscope.model.config import PRESETS
+from layerscope.paths import scenarios_dir
+
+Runtime = Literal["article", "vllm"]
+GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
+AllocatorPolicy = Literal["bank_aware", "naive"]
+FaultKind = Literal["stale_chunk_metadata", "chunk_scheduler_disabled", "ecc_bitflips", "memory_contention"]
+ActionKind = Literal["compact", "pressure", "release", "validate"]
+
+# Hard limits: no scenario may exceed them (they bound server memory and CPU per request).
+MAX_PROMPT_LEN = 262_144
+MAX_DECODE_STEPS = 8_192
+MAX_BANKS = 256
+MAX_PAGES = 65_536  # pages of one sequence (prompt + decode + hint)
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+DEFAULT_PAGE_SIZE: dict[str, int] = {"article": 256, "vllm": 16}
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class FaultSpec(Strict):
+    """A fault injected into the run. Where and how hard depends on the kind."""
+
+    kind: FaultKind
+    at_chunk: int | None = Field(None, ge=0, le=1024, description="prefill chunk at which it strikes")
+    at_step: int | None = Field(None, ge=0, le=MAX_DECODE_STEPS, description="decode step at which it strikes")
+    rate: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="ecc_bitflips: fraction of quantized weight words hit; "
+        "memory_contention: fraction of HBM bandwidth stolen",
+    )
+    count: int = Field(1, ge=1, le=10_000, description="how many bit flips, corrupted entries or steps")
+
+
+class ActionSpec(Strict):
+    """Something the operator does (or the environment does) at a point of the run."""
+
+    do: ActionKind
+    at_chunk: int | None = Field(None, ge=0, le=1024)
+    at_step: int | None = Field(None, ge=0, le=MAX_DECODE_STEPS)
+    amount_gib: float = Field(0.0, ge=0.0, le=1024.0, description="pressure/release: HBM taken or given back")
+
+
+class TourCheck(Strict):
+    """A claim a tour step makes, checked against the run's summary figures."""
+
+    metric: str = Field(..., min_length=1, max_length=64, description="a key of the run summary")
+    op: Literal["==", "!=", ">", ">=", "<", "<="]
+    value: float | int | bool | str
+
+
+class TourStep(Strict):
+    title: str = Field(..., min_length=1, max_length=120)
+    text: str = Field(..., min_length=1, max_length=2000)
+    at_us: float | None = Field(None, ge=0.0, description="simulated time at which to pause")
+    at_event: str | None = Field(
+        None, max_length=120, description="pause at the first event matching 'kind' or 'kind:name' (e.g. 'fault')"
+    )
+    highlight: list[str] = Field(default_factory=list, max_length=12, description="panel ids or element ids")
+    check: TourCheck | None = None
+
+
+class CompareSpec(Strict):
+    """Run the scenario a second time with these overrides, and show both."""
+
+    label: str = Field(..., min_length=1, max_length=60)
+    set: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScenarioSpec(Strict):
+    name: str = Field("custom", description="slug, lower-case letters, digits and dashes")
+    title: str = Field("Custom scenario", max_length=120)
+    description: str = Field("", max_length=4000)
+
+    model: str = Field("qwen3-235b-a22b", description="model preset simulated at full size")
+    runtime: Runtime = "vllm"
+    gpu: GpuName = "h100-sxm"
+
+    prompt_len: int = Field(8192, ge=1, le=MAX_PROMPT_LEN, description="prompt tokens (prefill)")
+    decode_steps: int = Field(32, ge=0, le=MAX_DECODE_STEPS, description="generated tokens (decode steps)")
+    chunk_size: int = Field(4096, ge=16, le=65_536, description="prefill chunk size in tokens")
+    low_mem_chunk_size: int = Field(2048, ge=16, le=65_536, description="chunk size when free HBM is low")
+    low_mem_threshold_gib: float = Field(12.0, ge=0.0, le=1024.0, description="free HBM below which chunks shrink")
+    free_hbm_gib: float = Field(40.0, gt=0.0, le=1024.0, description="HBM free for KV cache at the start")
+    page_size: int | None = Field(
+        None, ge=1, le=4096, description="tokens per KV page (default: 256 article, 16 vllm)"
+    )
+    banks: int = Field(32, ge=1, le=MAX_BANKS, description="KV cache banks")
+    allocator: AllocatorPolicy = "bank_aware"
+    decode_page_hint: bool = Field(False, description="reserve contiguous pages for decode at prefill time")
+    fragmentation: float = Field(
+        0.0, ge=0.0, le=0.95, description="fraction of pages held, scattered, by other tenants at the start"
+    )
+    memory_path_contention: float = Field(
+        0.0, ge=0.0, le=1.0, description="cross-socket memory-path contention (grows with a chunk's working set)"
+    )
+    sla_ms: float = Field(10.0, gt=0.0, le=10_000.0, description="decode step latency SLA")
+    numerics: bool = Field(False, description="also run the numpy layer at a scaled size on the same schedule")
+    numerics_model: Literal["tiny", "small"] = "tiny"
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    faults: list[FaultSpec] = Field(default_factory=list, max_length=16)
+    actions: list[ActionSpec] = Field(default_factory=list, max_length=64)
+    compare: CompareSpec | None = None
+    tour: list[TourStep] = Field(default_factory=list, max_length=32)
+
+    @field_validator("name")
+    @classmethod
+    def _slug(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError("must be 1-64 lower-case letters, digits or dashes")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, v: str) -> str:
+        full_size = [n for n in PRESETS if n not in ("tiny", "small")]
+        if v not in PRESETS:
+            raise ValueError(f"unknown model {v!r}; choose one of {', '.join(full_size)}")
+        return v
+
+    @model_validator(mode="after")
+    def _bounded_pages(self) -> ScenarioSpec:
+        pages = -(-(self.prompt_len + self.decode_steps) // self.effective_page_size)
+        if pages > MAX_PAGES:
+            raise ValueError(
+                f"prompt_len + decode_steps needs {pages} KV pages of {self.effective_page_size} tokens; "
+                f"the limit is {MAX_PAGES} (raise page_size or shorten the run)"
+            )
+        return self
+
+    @property
+    def effective_page_size(self) -> int:
+        return self.page_size or DEFAULT_PAGE_SIZE[self.runtime]
+
+    def with_overrides(self, overrides: dict[str, Any]) -> ScenarioSpec:
+        """A new validated spec with top-level fields replaced (the CLI's --set, the dashboard's form)."""
+        data = self.model_dump()
+        data.update(overrides)
+        return ScenarioSpec.model_validate(data)
+
+
+class ScenarioError(ValueError):
+    """A scenario could not be loaded; the message names the file, the field and what is allowed."""
+
+
+def format_validation_error(err: ValidationError, source: str = "") -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    prefix = f"{source}: " if source else ""
+    more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{prefix}field '{loc}': {first['msg']}{more}"
+
+
+def parse_spec(data: Any, source: str = "") -> ScenarioSpec:
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source or 'scenario'}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return ScenarioSpec.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(e, source)) from None
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in scenarios_dir().glob("*.yaml"))
+
+
+def load_file(path: Path) -> ScenarioSpec:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ScenarioError(f"{path}: no such scenario file") from None
+    except yaml.YAMLError as e:
+        raise ScenarioError(f"{path}: not valid YAML: {e}") from None
+    return parse_spec(data, str(path))
+
+
+def load_preset(name: str) -> ScenarioSpec:
+    """A preset by name; names are checked so they cannot reach outside scenarios/."""
+    if not NAME_RE.match(name) or name not in preset_names():
+        raise ScenarioError(f"unknown scenario {name!r}; presets: {', '.join(preset_names())}")
+    return load_file(scenarios_dir() / f"{name}.yaml")
+
+
+def load(name_or_path: str) -> ScenarioSpec:
+    """A preset name, or a path to a YAML file (CLI only; the server takes names)."""
+    if NAME_RE.match(name_or_path) and name_or_path in preset_names():
+        return load_preset(name_or_path)
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return load_file(path)
+    raise ScenarioError(f"unknown scenario {name_or_path!r}; presets: {', '.join(preset_names())}")
+
+
+def parse_set(assignments: list[str]) -> dict[str, Any]:
+    """`key=value` strings (values read as YAML scalars) -> overrides."""
+    out: dict[str, Any] = {}
+    for a in assignments:
+        key, sep, raw = a.partition("=")
+        if not sep or not key:
+            raise ScenarioError(f"--set {a!r}: expected key=value")
+        if key not in ScenarioSpec.model_fields:
+            raise ScenarioError(f"--set {a!r}: unknown field {key!r}")
+        try:
+            out[key] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            out[key] = raw
+    return out
+
+
+def apply_overrides(spec: ScenarioSpec, overrides: dict[str, Any], source: str = "--set") -> ScenarioSpec:
+    unknown = [k for k in overrides if k not in ScenarioSpec.model_fields]
+    if unknown:
+        raise ScenarioError(f"{source}: unknown field {unknown[0]!r}")
+    try:
+        return spec.with_overrides(overrides)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(e, source)) from None
