@@ -1,0 +1,52 @@
+"""The data types passed between a runtime's kernel plan, the cost model and the engine."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead"]
+Bound = Literal["compute", "memory", "latency"]
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel launch as a runtime plans it: what it computes and what it moves, not how long it takes.
+
+    `gemm` carries (M, N, K) for GEMM-shaped work so the cost model can apply tile/wave quantization;
+    `l2_bytes` is the part of `bytes` that can stay resident in L2 (e.g. a small weight reused across
+    launches, or a hot embedding row); `count` > 1 means the same shape launched `count` times
+    back to back (e.g. one GEMM per active expert).
+    """
+
+    name: str  # as a profiler shows it
+    stage: str  # input_norm, qkv_proj, qk_norm_rope, attention, o_proj, post_norm, residual_add, router, experts, ...
+    kind: StageKind
+    flops: float
+    bytes: float
+    shapes: str = ""
+    gemm: tuple[int, int, int] | None = None  # (M, N, K)
+    dtype: str = "bf16"
+    l2_bytes: float = 0.0
+    count: int = 1
+    stream: str = "compute"
+
+
+@dataclass(frozen=True)
+class CostEnv:
+    """Conditions the engine imposes on a launch at run time."""
+
+    hbm_bw_scale: float = 1.0  # < 1 when bandwidth is stolen (memory contention, cross-socket traffic)
+    l2_warm: bool = True  # False on the first launch after a switch-over: nothing is resident yet
+    extra_bytes: float = 0.0  # e.g. re-fetched evicted pages, cross-bank reads
+    extra_us: float = 0.0  # e.g. fixed switch-over costs
+
+
+@dataclass(frozen=True)
+class KernelCost:
+    kernel: Kernel
+    time_us: float
+    bound: Bound
+    hbm_util: float  # achieved HBM bandwidth / peak, 0..1
+    l2_hit: float  # fraction of bytes served from L2, 0..1
+    parts: dict[str, float] = field(default_factory=dict)  # e.g. {"compute_us":..., "memory_us":..., "launch_us":...}
