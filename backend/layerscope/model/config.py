@@ -50,6 +50,7 @@ class ModelConfig:
     kv_dtype: Dtype = "bf16"
     embedding_dtype: Dtype = "bf16"
     quant_group_size: int = 0  # >0 for group-quantized weights (article: int2)
+    rope_type: str = "default"  # from rope_scaling / rope_parameters; the numpy layer runs only "default"
 
     # -- shapes ---------------------------------------------------------------------------
     @property
@@ -303,6 +304,11 @@ def from_hf(config: dict[str, Any] | str | Path, name: str | None = None) -> Mod
     torch_dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     dtype: Dtype = {"float32": "fp32", "float16": "fp16"}.get(torch_dtype, "bf16")  # type: ignore[assignment]
     moe = model_type == "qwen3_moe"
+    # transformers >= 5 writes rope_theta inside rope_parameters and num_experts as num_local_experts.
+    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    rope_theta = float(rope.get("rope_theta") or config.get("rope_theta") or 10000.0)
+    rope_type = str(rope.get("rope_type") or rope.get("type") or "default")
+    num_experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
     return ModelConfig(
         name=name or str(config.get("_name_or_path") or model_type),
         model_type=model_type,
@@ -313,11 +319,12 @@ def from_hf(config: dict[str, Any] | str | Path, name: str | None = None) -> Mod
         head_dim=int(config.get("head_dim") or hidden // heads),
         vocab_size=int(config["vocab_size"]),
         intermediate_size=int(config.get("intermediate_size") or 0),
-        num_experts=int(config.get("num_experts") or 0) if moe else 0,
+        num_experts=num_experts if moe else 0,
         num_experts_per_tok=int(config.get("num_experts_per_tok") or 0) if moe else 0,
         moe_intermediate_size=int(config.get("moe_intermediate_size") or 0) if moe else 0,
         norm_topk_prob=bool(config.get("norm_topk_prob", False)),
-        rope_theta=float(config.get("rope_theta", 10000.0)),
+        rope_theta=rope_theta,
+        rope_type=rope_type,
         rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
         qk_norm=model_type in ("qwen3", "qwen3_moe"),
         attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),

@@ -1,0 +1,287 @@
+"""One Qwen3-MoE decoder layer in numpy, readable top to bottom (nanoGPT style).
+
+    x ─▶ RMSNorm ─▶ q,k,v proj ─▶ q/k head RMSNorm ─▶ RoPE ─▶ causal GQA attention ─▶ o proj ─▶ (+x) = h
+    h ─▶ RMSNorm ─▶ router softmax ─▶ top-k (renormalised) ─▶ SwiGLU experts, weighted sum ─▶ (+h) = y
+
+Dense configs (qwen3, llama, qwen2, article) use one SwiGLU MLP instead of router + experts; qwen2 adds
+q/k/v biases. Everything computes in float32, as Hugging Face transformers does in fp32.
+
+Shapes: T new tokens, S cached + new tokens, H hidden, nh query heads, n_kv key/value heads, hd head_dim,
+g = nh // n_kv (GQA group), E experts, k experts per token, I expert (or MLP) width.
+
+Weights live in `layer.weights`, a dict keyed by the hub's names without the `model.layers.N.` prefix
+(`self_attn.q_proj.weight`, `mlp.experts.7.down_proj.weight`, ...), so checkpoints map 1:1. A value is a
+float32 array or any object with `dequantize() -> float32 array` and an optional `bias_comp` vector
+(numerics.QuantizedWeight): it is dequantized on every use, so corrupting its storage shows in the output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from layerscope.model.config import ModelConfig
+from layerscope.model.kv_cache import PagedKVCache, Placer
+
+
+class PackedWeight(Protocol):
+    """A weight kept in another format (e.g. 2-bit groups), turned into float32 when used."""
+
+    bias_comp: np.ndarray | None  # (out,) added after the matmul, or None
+
+    def dequantize(self) -> np.ndarray: ...
+
+
+Weight = np.ndarray | PackedWeight
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    """Intermediates of one forward call, returned (never stored) by `Layer.forward_traced`."""
+
+    x_norm: np.ndarray  # (T, H) attention input after input_layernorm
+    attn_out: np.ndarray  # (T, nh*hd) attention output, the o_proj input
+    h: np.ndarray  # (T, H) after the first residual add
+    h_norm: np.ndarray  # (T, H) MLP input after post_attention_layernorm
+    mlp_out: np.ndarray  # (T, H)
+    y: np.ndarray  # (T, H)
+    router_logits: np.ndarray | None = None  # (T, E)
+    topk_idx: np.ndarray | None = None  # (T, k) expert ids, most probable first
+    topk_weight: np.ndarray | None = None  # (T, k)
+    expert_counts: np.ndarray | None = None  # (E,) tokens routed to each expert
+
+    @property
+    def active_experts(self) -> np.ndarray:
+        """Ids of experts that received at least one token."""
+        return np.array([], dtype=np.int64) if self.expert_counts is None else np.nonzero(self.expert_counts)[0]
+
+
+def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor of one layer, by hub name (without `model.layers.N.`), with its shape."""
+    c = config
+    h, q, kv, hd = c.hidden_size, c.q_dim, c.kv_dim, c.head_dim
+    shapes: dict[str, tuple[int, ...]] = {
+        "input_layernorm.weight": (h,),
+        "post_attention_layernorm.weight": (h,),
+        "self_attn.q_proj.weight": (q, h),
+        "self_attn.k_proj.weight": (kv, h),
+        "self_attn.v_proj.weight": (kv, h),
+        "self_attn.o_proj.weight": (h, q),
+    }
+    if c.attention_bias:
+        shapes |= {"self_attn.q_proj.bias": (q,), "self_attn.k_proj.bias": (kv,), "self_attn.v_proj.bias": (kv,)}
+    if c.qk_norm:
+        shapes |= {"self_attn.q_norm.weight": (hd,), "self_attn.k_norm.weight": (hd,)}
+    if c.is_moe:
+        i = c.moe_intermediate_size
+        shapes["mlp.gate.weight"] = (c.num_experts, h)
+        for e in range(c.num_experts):
+            p = f"mlp.experts.{e}."
+            shapes |= {p + "gate_proj.weight": (i, h), p + "up_proj.weight": (i, h), p + "down_proj.weight": (h, i)}
+    else:
+        i = c.intermediate_size
+        shapes |= {"mlp.gate_proj.weight": (i, h), "mlp.up_proj.weight": (i, h), "mlp.down_proj.weight": (h, i)}
+    return shapes
+
+
+# -- the boxes of the diagram ---------------------------------------------------------------------
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm over the last axis, in float32."""
+    x = x.astype(np.float32, copy=False)  # (..., D)
+    ms = np.mean(x * x, axis=-1, keepdims=True)  # (..., 1)
+    return (x / np.sqrt(ms + np.float32(eps))) * weight  # (..., D)
+
+
+def rotate_half(x: np.ndarray) -> np.ndarray:
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)  # (..., hd)
+
+
+def rope_cos_sin(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """Non-interleaved RoPE tables for `positions`, computed in float32 as transformers does."""
+    inv_freq = 1.0 / (np.float32(theta) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)))
+    freqs = positions.astype(np.float32)[:, None] * inv_freq[None, :]  # (T, hd/2)
+    emb = np.concatenate([freqs, freqs], axis=-1)  # (T, hd)
+    return np.cos(emb)[:, None, :], np.sin(emb)[:, None, :]  # (T, 1, hd) each, broadcast over heads
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    return x * cos + rotate_half(x) * sin  # (T, heads, hd)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (1.0 + np.exp(-x))
+
+
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, num_past: int) -> np.ndarray:
+    """Softmax attention of T new queries over S = num_past + T keys; query i sees keys 0 .. num_past + i.
+
+    q: (T, nh, hd); k, v: (S, n_kv, hd). Query head j reads kv head j // g (GQA)."""
+    t, nh, hd = q.shape
+    s, n_kv, _ = k.shape
+    g = nh // n_kv
+    qg = q.reshape(t, n_kv, g, hd).transpose(1, 2, 0, 3)  # (n_kv, g, T, hd)
+    kt = k.transpose(1, 2, 0)  # (n_kv, hd, S)
+    scores = (qg @ kt[:, None]) * np.float32(1.0 / np.sqrt(hd))  # (n_kv, g, T, S)
+    future = np.arange(s)[None, :] > (num_past + np.arange(t))[:, None]  # (T, S)
+    scores = np.where(future, np.float32(-np.inf), scores)  # (n_kv, g, T, S)
+    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (n_kv, g, T, S)
+    probs = scores / scores.sum(axis=-1, keepdims=True)  # (n_kv, g, T, S)
+    out = probs @ v.transpose(1, 0, 2)[:, None]  # (n_kv, g, T, hd)
+    return out.transpose(2, 0, 1, 3).reshape(t, nh * hd)  # (T, nh*hd)
+
+
+class Layer:
+    """One decoder layer: `config` (ModelConfig) and `weights` (hub names -> float32 arrays or packed weights)."""
+
+    def __init__(self, config: ModelConfig, weights: Mapping[str, Weight]) -> None:
+        if config.rope_type != "default":
+            raise ValueError(f"RoPE type {config.rope_type!r} is not implemented; the numpy layer runs default RoPE")
+        self.config = config
+        shapes = weight_shapes(config)
+        missing = [n for n in shapes if n not in weights]
+        if missing:
+            raise ValueError(
+                f"layer weights lack {missing[0]!r}" + (f" and {len(missing) - 1} more" if missing[1:] else "")
+            )
+        self.weights: dict[str, Weight] = {}
+        for name, shape in shapes.items():
+            w = weights[name]
+            if isinstance(w, np.ndarray):
+                w = np.ascontiguousarray(w, dtype=np.float32)
+            got = tuple(w.shape)
+            if got != shape:
+                raise ValueError(f"weight {name!r} has shape {got}, expected {shape}")
+            self.weights[name] = w
+
+    # -- construction -----------------------------------------------------------------------
+    @classmethod
+    def random(cls, config: ModelConfig, seed: int = 0) -> Layer:
+        """Seeded random weights: N(0, 1/fan_in) matrices (unit-scale outputs), norm weights near 1."""
+        rng = np.random.default_rng(seed)
+        weights: dict[str, np.ndarray] = {}
+        for name, shape in weight_shapes(config).items():
+            if name.endswith("norm.weight"):
+                w = 1.0 + 0.1 * rng.standard_normal(shape, dtype=np.float32)
+            elif name.endswith(".bias"):
+                w = 0.1 * rng.standard_normal(shape, dtype=np.float32)
+            else:
+                w = rng.standard_normal(shape, dtype=np.float32) * np.float32(1.0 / np.sqrt(shape[1]))
+            weights[name] = w
+        return cls(config, weights)
+
+    def new_cache(self, page_size: int = 256, banks: int = 32, placer: Placer | None = None, **kw: Any) -> PagedKVCache:
+        """An empty paged KV cache shaped for this layer (extra keywords go to PagedKVCache)."""
+        c = self.config
+        return PagedKVCache(c.num_key_value_heads, c.head_dim, page_size=page_size, banks=banks, placer=placer, **kw)
+
+    # -- weights ----------------------------------------------------------------------------
+    def w(self, name: str) -> np.ndarray:
+        """Weight `name` as float32 (dequantized if packed)."""
+        w = self.weights[name]
+        return w if isinstance(w, np.ndarray) else w.dequantize()
+
+    def linear(self, name: str, x: np.ndarray) -> np.ndarray:
+        """x @ W.T (+ bias) (+ quantization bias compensation) for the linear `name` (without `.weight`)."""
+        raw = self.weights[name + ".weight"]
+        y = x @ self.w(name + ".weight").T  # (T, out)
+        if name + ".bias" in self.weights:
+            y = y + self.w(name + ".bias")
+        comp = getattr(raw, "bias_comp", None)
+        return y if comp is None else y + comp
+
+    # -- attention --------------------------------------------------------------------------
+    def attention(self, x: np.ndarray, positions: np.ndarray, cache: PagedKVCache | None) -> np.ndarray:
+        c = self.config
+        t = x.shape[0]
+        q = self.linear("self_attn.q_proj", x).reshape(t, c.num_attention_heads, c.head_dim)  # (T, nh, hd)
+        k = self.linear("self_attn.k_proj", x).reshape(t, c.num_key_value_heads, c.head_dim)  # (T, n_kv, hd)
+        v = self.linear("self_attn.v_proj", x).reshape(t, c.num_key_value_heads, c.head_dim)  # (T, n_kv, hd)
+        if c.qk_norm:
+            q = rms_norm(q, self.w("self_attn.q_norm.weight"), c.rms_norm_eps)  # (T, nh, hd)
+            k = rms_norm(k, self.w("self_attn.k_norm.weight"), c.rms_norm_eps)  # (T, n_kv, hd)
+        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta)  # (T, 1, hd)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)  # (T, nh, hd), (T, n_kv, hd)
+        num_past = 0
+        if cache is not None:
+            num_past = cache.num_tokens
+            cache.append(k, v)
+            k, v = cache.gather()  # (S, n_kv, hd) each
+        return causal_attention(q, k, v, num_past)  # (T, nh*hd)
+
+    # -- MLP --------------------------------------------------------------------------------
+    def swiglu(self, prefix: str, x: np.ndarray) -> np.ndarray:
+        """down(silu(gate(x)) * up(x)) for the MLP or expert at `prefix` (e.g. 'mlp.experts.3.')."""
+        act = silu(self.linear(prefix + "gate_proj", x)) * self.linear(prefix + "up_proj", x)  # (n, I)
+        return self.linear(prefix + "down_proj", act)  # (n, H)
+
+    def route(self, x_normed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Router: softmax over experts in float32, top-k, renormalised when norm_topk_prob.
+
+        Returns (topk_idx (T, k), topk_weight (T, k), router_logits (T, E)); most probable expert first."""
+        c = self.config
+        logits = self.linear("mlp.gate", x_normed)  # (T, E)
+        z = np.exp(logits - logits.max(axis=-1, keepdims=True))  # (T, E)
+        probs = z / z.sum(axis=-1, keepdims=True)  # (T, E)
+        idx = np.argsort(-probs, axis=-1, kind="stable")[:, : c.num_experts_per_tok]  # (T, k)
+        weight = np.take_along_axis(probs, idx, axis=-1)  # (T, k)
+        if c.norm_topk_prob:
+            weight = weight / weight.sum(axis=-1, keepdims=True)  # (T, k)
+        return idx, weight.astype(np.float32), logits
+
+    def moe(self, x: np.ndarray, idx: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """Weighted sum of each token's top-k experts, grouped by expert: one SwiGLU call per active expert."""
+        t, k = idx.shape
+        flat = idx.reshape(-1)  # (T*k,) expert of each (token, slot)
+        order = np.argsort(flat, kind="stable")  # (T*k,) (token, slot) pairs grouped by expert
+        counts = np.bincount(flat, minlength=self.config.num_experts)  # (E,)
+        ends = np.cumsum(counts)  # (E,)
+        out_sorted = np.empty((t * k, x.shape[1]), dtype=np.float32)  # (T*k, H)
+        for e in np.nonzero(counts)[0]:
+            rows = order[ends[e] - counts[e] : ends[e]]  # (n_e,) flat (token, slot) ids
+            out_sorted[ends[e] - counts[e] : ends[e]] = self.swiglu(f"mlp.experts.{e}.", x[rows // k])  # (n_e, H)
+        out = np.empty_like(out_sorted)  # (T*k, H)
+        out[order] = out_sorted
+        return np.einsum("tkh,tk->th", out.reshape(t, k, -1), weight)  # (T, H)
+
+    # -- the layer --------------------------------------------------------------------------
+    def forward(self, x: np.ndarray, positions: np.ndarray, cache: PagedKVCache | None = None) -> np.ndarray:
+        """y (T, H) for x float32 (T, H) at integer `positions` (T,).
+
+        Without a cache: causal self-attention over x. With one: this call's K/V (after k-norm and RoPE) are
+        appended, and new token i attends to every cached token and to new tokens 0..i."""
+        return self.forward_traced(x, positions, cache)[0]
+
+    def forward_traced(
+        self, x: np.ndarray, positions: np.ndarray, cache: PagedKVCache | None = None
+    ) -> tuple[np.ndarray, LayerTrace]:
+        """`forward`, also returning the intermediates (router decision, expert counts, ...) as a LayerTrace."""
+        c = self.config
+        x = np.asarray(x, dtype=np.float32)  # (T, H)
+        positions = np.asarray(positions)  # (T,)
+        if x.ndim != 2 or x.shape[1] != c.hidden_size:
+            raise ValueError(f"x must have shape (T, {c.hidden_size}); got {x.shape}")
+        if positions.shape != (x.shape[0],) or not np.issubdtype(positions.dtype, np.integer):
+            raise ValueError(
+                f"positions must be integers of shape ({x.shape[0]},); got {positions.dtype} {positions.shape}"
+            )
+        x_norm = rms_norm(x, self.w("input_layernorm.weight"), c.rms_norm_eps)  # (T, H)
+        attn_out = self.attention(x_norm, positions, cache)  # (T, nh*hd)
+        h = x + self.linear("self_attn.o_proj", attn_out)  # (T, H) first residual
+        h_norm = rms_norm(h, self.w("post_attention_layernorm.weight"), c.rms_norm_eps)  # (T, H)
+        routing: dict[str, np.ndarray] = {}
+        if c.is_moe:
+            idx, weight, logits = self.route(h_norm)  # (T, k), (T, k), (T, E)
+            mlp_out = self.moe(h_norm, idx, weight)  # (T, H)
+            counts = np.bincount(idx.reshape(-1), minlength=c.num_experts)  # (E,)
+            routing = dict(router_logits=logits, topk_idx=idx, topk_weight=weight, expert_counts=counts)
+        else:
+            mlp_out = self.swiglu("mlp.", h_norm)  # (T, H)
+        y = h + mlp_out  # (T, H) second residual
+        trace = LayerTrace(x_norm=x_norm, attn_out=attn_out, h=h, h_norm=h_norm, mlp_out=mlp_out, y=y, **routing)
+        return y, trace
+
+    __call__ = forward
