@@ -16,7 +16,8 @@ class Kernel:
     `gemm` carries (M, N, K) for GEMM-shaped work so the cost model can apply tile/wave quantization;
     `l2_bytes` is the part of `bytes` that can stay resident in L2 (e.g. a small weight reused across
     launches, or a hot embedding row); `count` > 1 means the same shape launched `count` times
-    back to back (e.g. one GEMM per active expert).
+    back to back (e.g. one GEMM per active expert). `flops` and `bytes` are totals over all `count`
+    launches and `groups`; `gemm` is the shape of ONE problem.
     """
 
     name: str  # as a profiler shows it
@@ -30,6 +31,11 @@ class Kernel:
     l2_bytes: float = 0.0
     count: int = 1
     stream: str = "compute"
+    groups: int = 1  # a grouped GEMM: `groups` independent (M, N, K) problems in ONE launch (fused MoE: one per expert)
+    own_launch: bool = True  # False: a stage fused into the previous kernel's launch (pays no launch overhead)
+    vectorized: bool = True  # False: loads element by element (older norm/rope/act kernels) and reaches less bandwidth
+    fixed_us: float = 0.0  # a fixed cost the runtime states as such (the article's switch-over costs), added as is
+    ctas: int = 0  # thread blocks in the grid; 0 = enough to fill every SM. Fewer blocks than SMs get their SMs' share
 
 
 @dataclass(frozen=True)

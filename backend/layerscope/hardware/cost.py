@@ -1,0 +1,181 @@
+"""A calibrated roofline: Kernel (FLOPs, bytes, shape) + GPU -> time, bound, HBM utilisation, L2 hit rate.
+
+    time = launch + max(compute, memory) + overlap * min(compute, memory)
+
+    memory  = HBM bytes / (peak BW * eff)  +  L2-resident bytes / (L2 BW * eff)
+              eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones
+    compute = GEMM-shaped work: waves * (one 128x128 output tile's FLOPs per SM) / gemm_eff
+              (tile quantization: M and N round up to the tile; wave quantization: tiles round up to
+              a multiple of the SM count; the small-M regime pads M to a 64-row tile)
+              other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
+
+Only FittedConstants below are fitted; everything else is a public figure (hardware/gpus.py) or shape
+arithmetic. The fit and its held-out errors: hardware/calibration.py, `layerscope calibrate`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from layerscope.hardware.gpus import GPU
+from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
+
+TENSOR_KINDS = ("gemm", "moe", "attention")
+TILE_N = 128  # output tile width of the sm80/sm90 cuBLAS kernels profiles show (tilesize128x128x64)
+TILE_M = 128
+SMALL_M_TILE = 64  # cuBLAS drops to 64-row tiles when M is small
+DEFAULT_ENV = CostEnv()  # frozen, so one shared default is safe
+
+
+@dataclass(frozen=True)
+class FittedConstants:
+    """The few constants the calibration fits; each is a physical efficiency, not a fudge per kernel.
+
+    Produced by: `layerscope calibrate --fit all` (hardware/calibration.py, both GPUs, all token counts).
+    """
+
+    hbm_eff: float  # fraction of peak HBM bandwidth a vectorized streaming kernel (GEMM weights, add) reaches
+    scalar_eff: float  # the same for kernels that load element by element (Kernel.vectorized=False)
+    gemm_eff: float  # fraction of tensor-core peak a large GEMM sustains per SM while a tile is busy
+    launch_us: float  # per-launch fixed cost: launch, ramp-up, tail
+    overlap: float  # 0 = compute and memory overlap perfectly (max); 1 = they serialize (sum)
+
+
+# Plain roofline: peak everything, no launch cost, perfect overlap. The baseline the fit is judged against.
+PLAIN = FittedConstants(hbm_eff=1.0, scalar_eff=1.0, gemm_eff=1.0, launch_us=0.0, overlap=0.0)
+
+FITTED = FittedConstants(hbm_eff=0.85, scalar_eff=0.45, gemm_eff=0.75, launch_us=4.0, overlap=0.3)
+
+
+class CostModel:
+    def __init__(self, gpu: GPU, constants: FittedConstants = FITTED, tiled: bool = True) -> None:
+        self.gpu = gpu
+        self.constants = constants
+        self.tiled = tiled  # False: plain FLOPs / peak (the naive roofline)
+
+    # -- the two sides of the roofline -------------------------------------------------------------
+    def compute_us(self, k: Kernel) -> float:
+        g, c = self.gpu, self.constants
+        if k.kind not in TENSOR_KINDS:
+            return k.flops / g.fp32_flops * 1e6
+        peak = g.peak_flops(k.dtype)
+        if k.gemm is None or not self.tiled:
+            return k.flops / (peak * c.gemm_eff) * 1e6
+        m, n, kk = k.gemm
+        tile_m = SMALL_M_TILE if m <= SMALL_M_TILE else TILE_M
+        tiles = k.groups * math.ceil(m / tile_m) * math.ceil(n / TILE_N)
+        padded = 2.0 * tiles * tile_m * TILE_N * kk  # tile quantization: M, N rounded up to the tile
+        # wave quantization: a partial last wave costs a full one. With fewer tiles than SMs the library
+        # splits K across the idle SMs instead (split-K / stream-K), so there is no idle wave to pay.
+        waves = max(1.0, math.ceil(tiles / g.sms) / (tiles / g.sms)) if tiles >= g.sms else 1.0
+        return k.count * padded * waves / (peak * c.gemm_eff) * 1e6
+
+    def l2_served(self, k: Kernel, env: CostEnv) -> float:
+        """Bytes served from L2: the resident part of the data, if warm and if it fits."""
+        if not env.l2_warm or k.l2_bytes <= 0:
+            return 0.0
+        fits = min(1.0, self.gpu.l2_bytes / k.l2_bytes)
+        return min(k.l2_bytes * fits, k.bytes)
+
+    def memory_us(self, k: Kernel, env: CostEnv) -> tuple[float, float]:
+        """(time, HBM bytes)."""
+        g = self.gpu
+        eff = self.constants.hbm_eff if k.vectorized else self.constants.scalar_eff
+        l2 = self.l2_served(k, env)
+        hbm = k.bytes - l2 + env.extra_bytes
+        share = min(1.0, k.ctas / g.sms) if k.ctas > 0 else 1.0  # a small grid only has its SMs' load units
+        t = (hbm / (g.hbm_bw * eff * env.hbm_bw_scale) + l2 / (g.hbm_bw * g.l2_bw_factor * eff)) / share
+        return t * 1e6, hbm
+
+    # -- the kernel's time -----------------------------------------------------------------------------
+    def cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
+        c = self.constants
+        compute = self.compute_us(kernel)
+        memory, hbm_bytes = self.memory_us(kernel, env)
+        busy = max(compute, memory) + c.overlap * min(compute, memory)
+        launch = c.launch_us * kernel.count if kernel.own_launch else 0.0
+        time_us = launch + busy + kernel.fixed_us + env.extra_us
+        if launch + kernel.fixed_us > busy:
+            bound = "latency"
+        else:
+            bound = "compute" if compute >= memory else "memory"
+        total = kernel.bytes + env.extra_bytes
+        hbm_util = hbm_bytes / (time_us * 1e-6) / self.gpu.hbm_bw if time_us > 0 else 0.0
+        return KernelCost(
+            kernel=kernel,
+            time_us=time_us,
+            bound=bound,
+            hbm_util=min(1.0, max(0.0, hbm_util)),
+            l2_hit=(total - hbm_bytes) / total if total > 0 else 0.0,
+            parts={
+                "compute_us": compute,
+                "memory_us": memory,
+                "launch_us": launch,
+                "fixed_us": kernel.fixed_us,
+                "extra_us": env.extra_us,
+            },
+        )
+
+    def total_us(self, kernels: list[Kernel], env: CostEnv = DEFAULT_ENV) -> float:
+        return sum(self.cost(k, env).time_us for k in kernels)
+
+
+def plain_roofline(gpu: GPU) -> CostModel:
+    """FLOPs / peak vs bytes / peak bandwidth, nothing else: the baseline a calibrated model must beat."""
+    return CostModel(gpu, PLAIN, tiled=False)
+
+
+# -- expected distinct experts ---------------------------------------------------------------------------
+def expected_distinct_experts(n_tokens: int, num_experts: int, top_k: int) -> float:
+    """Experts touched by n tokens when every expert is equally likely: E * (1 - (1 - k/E)^n).
+
+    Each token picks k of E experts; a given expert is missed by one token with probability 1 - k/E,
+    by all n with (1 - k/E)^n. 1 token -> k, many tokens -> E.
+    """
+    if num_experts <= 0 or n_tokens <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** n_tokens)
+
+
+def zipf_popularity(num_experts: int, s: float) -> list[float]:
+    """Routing probability per expert under a Zipf law p_i ~ 1 / i^s (s = 0: balanced)."""
+    w = [1.0 / (i + 1) ** s for i in range(num_experts)]
+    total = sum(w)
+    return [x / total for x in w]
+
+
+def expected_distinct_experts_skewed(n_tokens: int, num_experts: int, top_k: int, s: float = 1.0) -> float:
+    """Distinct experts when popularity is skewed (Zipf exponent s; real routers are skewed, s ~ 0.5-1).
+
+    A token's top-k hits expert i with probability min(1, k * p_i); the expected number of experts
+    hit at least once by n tokens is the sum over experts of 1 - (1 - min(1, k p_i))^n. Fewer than the
+    balanced figure for the same n: popular experts absorb tokens that would otherwise spread out.
+    """
+    if num_experts <= 0 or n_tokens <= 0:
+        return 0.0
+    return sum(1.0 - (1.0 - min(1.0, top_k * p)) ** n_tokens for p in zipf_popularity(num_experts, s))
+
+
+# -- attention work ------------------------------------------------------------------------------------------
+def attention_flops(q_tokens: int, context_before: int, num_heads: int, head_dim: int, causal: bool = True) -> float:
+    """QK^T and PV FLOPs for q_tokens new queries over context_before cached + the new keys.
+
+    Causal: each new query sees the cached context plus the new tokens up to itself, so the new x new
+    block costs half of the full square (q_tokens^2 / 2) and the cached block is full.
+    """
+    keys_seen = q_tokens * context_before + (q_tokens * (q_tokens + 1) / 2 if causal else q_tokens * q_tokens)
+    return 4.0 * num_heads * head_dim * keys_seen  # 2 FLOPs per MAC x (QK^T + PV)
+
+
+def flash_prefill_bytes(
+    q_tokens: int, context_before: int, q_dim: int, kv_dim: int, elem_bytes: float, kv_elem_bytes: float
+) -> float:
+    """Flash attention moves Q and O once and K, V once per pass (scores never leave the SM)."""
+    kv_tokens = context_before + q_tokens
+    return 2 * q_tokens * q_dim * elem_bytes + 2 * kv_tokens * kv_dim * kv_elem_bytes
+
+
+def decode_attention_bytes(batch: int, context_len: int, q_dim: int, kv_dim: int, kv_elem_bytes: float) -> float:
+    """One new token per sequence reads the whole KV cache of its sequence: the cache read dominates."""
+    return batch * (2 * context_len * kv_dim * kv_elem_bytes + 2 * q_dim * 2.0)
