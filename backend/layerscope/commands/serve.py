@@ -1,0 +1,40 @@
+"""Serve the live dashboard."""
+
+from __future__ import annotations
+
+import argparse
+
+from layerscope import scenario as scn
+
+HELP = "serve the live dashboard (FastAPI + websocket) on http://HOST:PORT"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    p.add_argument("--scenario", default=None, help="preset the page opens with (default: the first preset)")
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="also accept websocket connections from this Origin (repeatable; default: same host only)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from layerscope.server.app import create_app
+    from layerscope.server.settings import Settings
+
+    if args.scenario is not None:
+        scn.load_preset(args.scenario)  # fail now, in one line, rather than in the browser
+    settings = Settings.from_env(
+        host=args.host, port=args.port, default_scenario=args.scenario, allowed_origins=args.allow_origin
+    )
+    print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)
+    uvicorn.run(
+        create_app(settings), host=settings.host, port=settings.port, ws_max_size=4 * 1024 * 1024, log_level="warning"
+    )
+    return 0

@@ -1,0 +1,89 @@
+"""REST routes: scenarios, schemas, Perfetto trace download, health, and a debug counter for tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel
+from starlette.concurrency import run_in_threadpool
+
+from layerscope import scenario as scn
+from layerscope.schemas import all_schemas
+
+router = APIRouter()
+NamePath = Annotated[str, Path(pattern=scn.NAME_RE.pattern, description="preset name (see /api/scenarios)")]
+NameQuery = Annotated[str, Query(pattern=scn.NAME_RE.pattern, description="preset name (see /api/scenarios)")]
+
+
+class ScenarioInfo(BaseModel):
+    name: str
+    title: str
+    description: str
+
+
+def _preset(name: str) -> scn.ScenarioSpec:
+    try:
+        return scn.load_preset(name)
+    except scn.ScenarioError as e:
+        if name in scn.preset_names():  # the file exists but is invalid: that is the server's fault
+            raise HTTPException(500, f"preset {name!r} is invalid: {e}") from None
+        raise HTTPException(404, f"unknown scenario {name!r}; presets: {', '.join(scn.preset_names())}") from None
+
+
+@router.get("/api/scenarios", response_model=list[ScenarioInfo], tags=["scenarios"])
+def list_scenarios() -> list[ScenarioInfo]:
+    out = []
+    for name in scn.preset_names():
+        try:
+            spec = scn.load_preset(name)
+        except scn.ScenarioError:
+            continue  # a broken file must not hide the others
+        out.append(ScenarioInfo(name=name, title=spec.title, description=spec.description))
+    return out
+
+
+@router.get("/api/scenarios/{name}", tags=["scenarios"])
+def get_scenario(name: NamePath) -> dict[str, Any]:
+    """The validated spec of one preset, with defaults filled in."""
+    return _preset(name).model_dump(mode="json")
+
+
+@router.get("/api/schema", tags=["schema"])
+def get_schema(which: Literal["scenario", "events", "messages", "all"] = "scenario") -> dict[str, Any]:
+    schemas = all_schemas()
+    return schemas if which == "all" else schemas[which]
+
+
+@router.get("/api/trace", tags=["export"], response_class=Response)
+async def get_trace(request: Request, scenario: NameQuery) -> Response:
+    """The run as a Perfetto / chrome://tracing JSON file."""
+    spec = _preset(scenario)
+    run = await request.app.state.runs.get(spec)
+    body = await run_in_threadpool(_trace_json, run.result)
+    return Response(
+        body,
+        media_type="application/json",
+        headers={"Content-Disposition": f'attachment; filename="{spec.name}.trace.json"'},
+    )
+
+
+def _trace_json(result: Any) -> str:
+    from layerscope.export import trace
+
+    data = trace.to_perfetto(result)
+    return data if isinstance(data, str) else json.dumps(data)
+
+
+@router.get("/healthz", tags=["ops"])
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/api/debug/sessions", tags=["ops"])
+def debug_sessions(request: Request) -> dict[str, int]:
+    """Live websocket sessions and their tasks; simulations run and runs cached (leak checks)."""
+    live, runs = request.app.state.live, request.app.state.runs
+    return {"sessions": live.sessions, "tasks": live.tasks, "simulations": runs.simulations, "cached_runs": len(runs)}

@@ -1,0 +1,34 @@
+"""FastAPI app factory: routers for pages, REST and the websocket; settings and the run cache on app.state."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from layerscope import __version__
+from layerscope.paths import frontend_dir
+from layerscope.server import api, pages, ws
+from layerscope.server.runs import RunCache, Simulate, default_simulate
+from layerscope.server.security import SecurityHeaders
+from layerscope.server.settings import Settings
+
+
+def create_app(settings: Settings | None = None, simulate: Simulate | None = None) -> FastAPI:
+    """`simulate` defaults to the engine; tests pass a fake to exercise the server alone."""
+    settings = settings or Settings()
+    app = FastAPI(
+        title="LayerScope",
+        version=__version__,
+        description="Live view of one decoder layer during prefill and decode. Websocket protocol: docs/protocol.md.",
+    )
+    app.state.settings = settings
+    app.state.runs = RunCache(simulate or default_simulate, settings.cache_runs, settings.max_concurrent_sims)
+    app.state.live = ws.LiveCounter()
+    app.state.templates = Jinja2Templates(directory=str(frontend_dir() / "templates"))
+    app.add_middleware(SecurityHeaders)
+    app.include_router(pages.router)
+    app.include_router(api.router)
+    app.include_router(ws.router)
+    app.mount("/static", StaticFiles(directory=str(frontend_dir() / "static")), name="static")
+    return app

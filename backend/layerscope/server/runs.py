@@ -1,0 +1,168 @@
+"""Simulated runs made ready for playback, and a small LRU cache of them shared by all clients.
+
+A run is simulated once per distinct spec (in a worker thread: it is CPU-bound) and its events are
+turned into JSON-ready dicts once, so fifty viewers of the same preset cost one simulation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from layerscope.events import MERGEABLE_KINDS, Topology
+from layerscope.scenario import ScenarioSpec
+
+MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `loaded`
+
+
+class SimResultLike(Protocol):
+    """What runtime.engine.simulate returns (duck-typed so tests can pass a small fake)."""
+
+    spec: ScenarioSpec
+    events: list[BaseModel]
+    topology: Topology
+    summary: dict[str, Any]
+    compare: Any
+
+
+Simulate = Callable[[ScenarioSpec], SimResultLike]
+
+
+def default_simulate(spec: ScenarioSpec) -> SimResultLike:
+    from layerscope.runtime.engine import simulate  # imported late: the engine is heavy and optional for tests
+
+    return simulate(spec)
+
+
+def _finite(v: Any) -> Any:
+    """JSON has no inf/nan: send them as the strings JavaScript's Number() reads back."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, list) and v and isinstance(v[0], (float, dict)):
+        return [_finite(x) for x in v]
+    return v
+
+
+def event_dict(event: BaseModel) -> dict[str, Any]:
+    return {k: _finite(v) for k, v in event.model_dump(mode="json").items()}
+
+
+def _end_us(e: dict[str, Any]) -> float:
+    return e["t_us"] + e.get("dur_us", 0.0) if e["kind"] == "kernel" else e["t_us"]
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run ready to stream: events as JSON-ready dicts sorted by time, plus what `loaded` says."""
+
+    spec: ScenarioSpec
+    events: list[dict[str, Any]]
+    times: list[float]  # events[i]["t_us"], for bisection
+    topology: dict[str, Any]
+    summary: dict[str, Any]
+    duration_us: float
+    compare: dict[str, Any] | None = None
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
+
+    @property
+    def kernel_index(self) -> list[int]:
+        return [i for i, e in enumerate(self.events) if e["kind"] == "kernel"]
+
+    def is_mergeable(self, i: int) -> bool:
+        return self.events[i]["kind"] in MERGEABLE_KINDS
+
+
+def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
+    if compare is None:
+        return None
+    steps = [e for e in compare.events if getattr(e, "kind", "") == "decode_step"]
+    stride = max(1, -(-len(steps) // MAX_COMPARE_POINTS))
+    return {
+        "label": spec.compare.label if spec.compare else "compare",
+        "scenario": compare.spec.model_dump(mode="json"),
+        "summary": _finite(dict(compare.summary)),
+        "decode_latency_us": [[e.t_us, e.step, e.model_latency_us] for e in steps[::stride]],
+    }
+
+
+def prepare(result: SimResultLike) -> PreparedRun:
+    events = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
+    duration = max((_end_us(e) for e in events), default=0.0)
+    claims = [dict(c) if isinstance(c, dict) else c.model_dump(mode="json") for c in getattr(result, "claims", [])]
+    return PreparedRun(
+        spec=result.spec,
+        events=events,
+        times=[e["t_us"] for e in events],
+        topology=result.topology.model_dump(mode="json"),
+        summary=_finite(dict(result.summary)),
+        duration_us=duration,
+        compare=_compare_dict(result.spec, result.compare),
+        claims=claims,
+        result=result,
+    )
+
+
+class RunCache:
+    """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation."""
+
+    def __init__(self, simulate: Simulate, max_runs: int = 8, max_concurrent: int = 2) -> None:
+        self._simulate = simulate
+        self._max = max_runs
+        self._runs: OrderedDict[str, PreparedRun] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[PreparedRun]] = {}
+        self._max_concurrent = max_concurrent
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.simulations = 0  # how many times the engine actually ran (for tests and /api/debug)
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def _bind(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._loop is not loop:  # a test client may run each request on a new loop
+            self._loop, self._slots, self._pending = loop, asyncio.Semaphore(self._max_concurrent), {}
+        return self._slots
+
+    async def get(self, spec: ScenarioSpec) -> PreparedRun:
+        slots = self._bind()
+        key = spec.model_dump_json()
+        if key in self._runs:
+            self._runs.move_to_end(key)
+            return self._runs[key]
+        if key in self._pending:
+            return await asyncio.shield(self._pending[key])
+        fut: asyncio.Future[PreparedRun] = asyncio.get_running_loop().create_future()
+        self._pending[key] = fut
+        try:
+            async with slots:
+                self.simulations += 1
+                run = await asyncio.to_thread(lambda: prepare(self._simulate(spec)))
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
+            raise
+        finally:
+            del self._pending[key]
+        fut.set_result(run)
+        self._runs[key] = run
+        while len(self._runs) > self._max:
+            self._runs.popitem(last=False)
+        return run
+
+    def get_sync(self, spec: ScenarioSpec) -> PreparedRun:
+        """For plain (threaded) REST handlers: simulate without touching the async bookkeeping."""
+        key = spec.model_dump_json()
+        if key in self._runs:
+            return self._runs[key]
+        self.simulations += 1
+        return prepare(self._simulate(spec))

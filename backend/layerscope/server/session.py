@@ -1,0 +1,285 @@
+"""One playback session per websocket client: commands in, frames out through a bounded queue.
+
+    receive loop ──▶ Session.handle_text ──▶ Playback (cursor, clock)
+                                   ticker task ──┘  │ frames, control messages
+                                                    ▼
+                                   OutQueue (bounded; frames coalesce) ──▶ sender task ──▶ websocket
+
+The sender is the only task that writes to the socket, so a client that reads slowly only fills its own
+queue: when `queue_frames` frames are pending, new frames merge into the last one and superseded
+bank/memory snapshots are dropped (counted in frame.dropped_snapshots, cumulative). Kernel, chunk, fault
+and every other event are never dropped. Control messages (loaded, state, end, error) are never merged;
+a client that lets more than `queue_control` of them pile up is disconnected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from layerscope import scenario as scn
+from layerscope.protocol import (
+    COMMAND_ADAPTER,
+    MAX_MESSAGE_BYTES,
+    LoadCommand,
+    PauseCommand,
+    PlayCommand,
+    SeekCommand,
+    SpeedCommand,
+    StepCommand,
+)
+from layerscope.server.playback import Events, Playback, merge_snapshots
+from layerscope.server.runs import PreparedRun, RunCache
+from layerscope.server.settings import Settings
+
+log = logging.getLogger("layerscope.server")
+Message = dict[str, Any]
+
+
+class ClientTooSlow(Exception):
+    """The client let too many control messages pile up without reading them."""
+
+
+class OutQueue:
+    """Pending messages for one client, bounded: frames coalesce, control messages are capped."""
+
+    def __init__(self, max_frames: int, max_control: int) -> None:
+        self._items: deque[Message] = deque()
+        self._max_frames, self._max_control = max_frames, max_control
+        self._frames = 0
+        self._ready = asyncio.Event()
+        self.dropped_snapshots = 0  # cumulative, reported in every frame
+        self.seq = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def push_control(self, msg: Message) -> None:
+        if len(self._items) - self._frames >= self._max_control:
+            raise ClientTooSlow(f"more than {self._max_control} unread messages")
+        self._items.append(msg)
+        self._ready.set()
+
+    def push_frame(self, t_us: float, events: Events, reset: bool = False) -> None:
+        if reset:
+            self.clear_frames()
+        tail = self._items[-1] if self._items else None
+        if not reset and self._frames >= self._max_frames and tail is not None and tail["type"] == "frame":
+            tail["events"], dropped = merge_snapshots(tail["events"] + events)
+            tail["t_us"] = t_us
+            self.dropped_snapshots += dropped
+        else:
+            self._items.append({"type": "frame", "t_us": t_us, "events": events, "reset": reset})
+            self._frames += 1
+        self._ready.set()
+
+    def clear_frames(self) -> None:
+        """Forget unsent frames (a seek or a new load supersedes them); their snapshots count as dropped."""
+        for m in self._items:
+            if m["type"] == "frame":
+                self.dropped_snapshots += sum(1 for e in m["events"] if e["kind"] in ("banks", "memory"))
+        self._items = deque(m for m in self._items if m["type"] != "frame")
+        self._frames = 0
+
+    async def get(self) -> Message:
+        while not self._items:
+            self._ready.clear()
+            await self._ready.wait()
+        msg = self._items.popleft()
+        if msg["type"] == "frame":
+            self._frames -= 1
+            self.seq += 1
+            msg = {
+                "type": "frame",
+                "seq": self.seq,
+                "t_us": msg["t_us"],
+                "events": msg["events"],
+                "dropped_snapshots": self.dropped_snapshots,
+                "reset": msg["reset"],
+            }
+        return msg
+
+
+class CommandError(ValueError):
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def parse_command(text: str) -> Any:
+    size = len(text.encode())
+    if size > MAX_MESSAGE_BYTES:
+        raise CommandError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CommandError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    if not isinstance(data, dict):
+        raise CommandError(f"a command is a JSON object, got {type(data).__name__}")
+    if "type" not in data:
+        raise CommandError("missing field 'type'", "type")
+    try:
+        return COMMAND_ADAPTER.validate_python(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(p) for p in err["loc"]]
+        if err["type"] == "union_tag_invalid":
+            raise CommandError(f"unknown command type {data['type']!r}", "type") from None
+        field = (".".join(loc[1:]) or loc[0]) if loc else None  # loc[0] is the command type (the union tag)
+        raise CommandError(f"field '{field}': {err['msg']}", field) from None
+
+
+class Session:
+    """State of one client: the loaded run, its playback and its outgoing queue."""
+
+    def __init__(self, runs: RunCache, settings: Settings, clock: Callable[[], float] | None = None) -> None:
+        self.runs, self.settings = runs, settings
+        self.queue = OutQueue(settings.queue_frames, settings.queue_control)
+        self.playback: Playback | None = None
+        self._clock = clock or (lambda: asyncio.get_running_loop().time())
+        self._wake = asyncio.Event()
+        self._load_seq = 0
+
+    # -- commands ------------------------------------------------------------------------
+    async def handle_text(self, text: str) -> None:
+        try:
+            cmd = parse_command(text)
+            await self._dispatch(cmd)
+        except CommandError as e:
+            self.error(str(e), e.field)
+
+    def handle_binary(self, data: bytes) -> None:
+        self.error(f"binary frames are not accepted ({len(data)} bytes); send JSON text")
+
+    def error(self, message: str, field: str | None = None) -> None:
+        log.info("client error: %s", message)
+        self.queue.push_control({"type": "error", "message": message, "field": field})
+
+    async def _dispatch(self, cmd: Any) -> None:
+        if isinstance(cmd, LoadCommand):
+            await self._load(cmd)
+            return
+        pb = self.playback
+        if pb is None:
+            raise CommandError(f"no scenario loaded: send a 'load' command before '{cmd.type}'", "type")
+        now = self._clock()
+        if isinstance(cmd, PlayCommand):
+            if cmd.speed is not None:
+                pb.set_speed(cmd.speed, now)
+            if pb.at_end:
+                self.queue.push_frame(0.0, pb.seek(0.0, self.settings.seek_snapshots), reset=True)
+            pb.play(now)
+            self._wake.set()
+        elif isinstance(cmd, PauseCommand):
+            pb.pause()
+        elif isinstance(cmd, SpeedCommand):
+            pb.set_speed(cmd.speed, now)
+        elif isinstance(cmd, StepCommand):
+            pb.pause()
+            events = pb.step()
+            if events:
+                self.queue.push_frame(pb.t_us, events)
+            else:
+                self._send_end()
+        elif isinstance(cmd, SeekCommand):
+            if cmd.t_us > pb.run.duration_us:
+                raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.run.duration_us:g} µs)", "t_us")
+            self.queue.push_frame(cmd.t_us, pb.seek(cmd.t_us, self.settings.seek_snapshots), reset=True)
+            pb.rebase(now)
+        self._send_state()
+
+    def _spec_of(self, cmd: LoadCommand) -> scn.ScenarioSpec:
+        if cmd.events is not None:
+            raise CommandError("replaying recorded events is not supported by this server yet", "events")
+        if (cmd.scenario is None) == (cmd.spec is None):
+            raise CommandError(
+                "load needs exactly one of 'scenario' (a preset name) or 'spec' (an inline spec)", "scenario"
+            )
+        try:
+            if cmd.scenario is not None:
+                base = scn.load_preset(cmd.scenario)
+            else:
+                base = scn.parse_spec(cmd.spec, "spec")
+            return scn.apply_overrides(base, cmd.set, "set") if cmd.set else base
+        except scn.ScenarioError as e:
+            raise CommandError(str(e), _field_of(str(e), cmd)) from None
+
+    async def _load(self, cmd: LoadCommand) -> None:
+        spec = self._spec_of(cmd)
+        self._load_seq += 1
+        mine = self._load_seq
+        try:
+            run = await self.runs.get(spec)
+        except ValueError as e:  # the engine refuses a combination the schema allows
+            raise CommandError(f"cannot simulate this scenario: {e}") from None
+        except Exception as e:  # never let a simulator bug take the connection down
+            log.exception("simulation failed for %s", spec.name)
+            raise CommandError(f"simulation failed: {type(e).__name__}: {e}") from None
+        if mine != self._load_seq:  # a newer load arrived while this one simulated
+            return
+        self.playback = Playback(run, self.settings.play_seconds, self.settings.max_frame_events)
+        self.queue.clear_frames()
+        self.queue.push_control(loaded_message(run))
+        self._send_state()
+
+    def _send_state(self) -> None:
+        pb = self.playback
+        if pb is not None:
+            self.queue.push_control({"type": "state", "playing": pb.playing, "speed": pb.speed, "t_us": pb.t_us})
+
+    def _send_end(self) -> None:
+        assert self.playback is not None, "end without a run"
+        self.queue.push_control({"type": "end", "summary": self.playback.run.summary})
+
+    # -- tasks ---------------------------------------------------------------------------
+    async def ticker(self) -> None:
+        """Emit at most one frame per tick while playing; sleep on an event while paused."""
+        while True:
+            pb = self.playback
+            if pb is None or not pb.playing:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            before = pb.t_us
+            events = pb.advance(self._clock())
+            if events or pb.t_us != before:  # empty frames too: the client's clock moves between events
+                self.queue.push_frame(pb.t_us, events)
+            if pb.at_end:
+                pb.pause()
+                self._send_end()
+                self._send_state()
+                continue
+            await asyncio.sleep(self.settings.tick_s)
+
+    async def sender(self, send_text: Callable[[str], Awaitable[None]]) -> None:
+        while True:
+            msg = await self.queue.get()
+            await send_text(json.dumps(msg, separators=(",", ":")))
+
+
+def loaded_message(run: PreparedRun) -> Message:
+    return {
+        "type": "loaded",
+        "scenario": run.spec.model_dump(mode="json"),
+        "topology": run.topology,
+        "duration_us": run.duration_us,
+        "num_events": len(run.events),
+        "compare": run.compare,
+        "claims": run.claims,
+    }
+
+
+def _field_of(message: str, cmd: LoadCommand) -> str:
+    """The field a ScenarioError names ("field 'chunk_size': ..."), else where the bad input came from."""
+    if "field '" in message:
+        name = message.split("field '", 1)[1].split("'", 1)[0]
+        return f"{'set' if cmd.set and name.split('.')[0] in cmd.set else 'spec'}.{name}"
+    if "unknown field '" in message or "unknown field " in message:
+        return "set"
+    return "scenario" if cmd.scenario is not None else "spec"

@@ -1,0 +1,34 @@
+"""Server settings: one pydantic model, filled from the command line (or LAYERSCOPE_* variables)."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, Field
+
+
+class Settings(BaseModel):
+    host: str = Field("127.0.0.1", description="interface to bind; loopback unless told otherwise")
+    port: int = Field(8000, ge=0, le=65535)
+    default_scenario: str | None = Field(None, description="preset the page loads first (None: the first preset)")
+    allowed_origins: list[str] = Field(
+        default_factory=list,
+        description="extra websocket Origins allowed besides the page's own host (e.g. 'https://lab.example')",
+    )
+    play_seconds: float = Field(20.0, gt=0.0, le=3600.0, description="wall seconds a whole run takes at speed 1")
+    tick_s: float = Field(0.03, ge=0.001, le=1.0, description="at most one frame per tick per client")
+    max_frame_events: int = Field(4000, ge=1, description="events in one playback frame (the rest go in the next)")
+    queue_frames: int = Field(32, ge=1, description="frames pending per client before they coalesce")
+    queue_control: int = Field(64, ge=1, description="control messages pending per client before it is dropped")
+    cache_runs: int = Field(8, ge=1, description="simulated runs kept (LRU), keyed by the spec")
+    max_concurrent_sims: int = Field(2, ge=1, description="simulations running at once (CPU-bound, in threads)")
+    seek_snapshots: int = Field(1000, ge=2, description="mergeable snapshots per kind kept in a seek frame")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """LAYERSCOPE_ALLOWED_ORIGINS (comma-separated) from the environment, then explicit overrides."""
+        data: dict[str, object] = {}
+        if origins := os.environ.get("LAYERSCOPE_ALLOWED_ORIGINS"):
+            data["allowed_origins"] = [o.strip() for o in origins.split(",") if o.strip()]
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(data)
