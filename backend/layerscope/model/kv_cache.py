@@ -20,6 +20,7 @@ API (the simulator drives it; keep it stable):
   set_block_table_entry(page, bank, slot)   fault injection: re-point a logical page (no data moves)
   bank_crc32() -> list[int]                 zlib.crc32 over each bank's stored K then V bytes (validation)
   k, v                                      the storage arrays; fault injection may flip bits in them in place
+  copy()                                    an independent copy (storage, block table, placement state)
 
 Storage grows (pages_per_bank doubles) when a placement needs a slot beyond it, up to max_pages_per_bank.
 A caller's mistake (bad shapes, a placement outside the banks or onto an occupied slot) raises ValueError.
@@ -27,6 +28,7 @@ A caller's mistake (bad shapes, a placement outside the banks or onto an occupie
 
 from __future__ import annotations
 
+import copy
 import zlib
 from collections.abc import Callable
 
@@ -135,6 +137,15 @@ class PagedKVCache:
         k = self.k[banks, slots].reshape(shape)[: self.num_tokens]  # (num_tokens, n_kv, hd)
         v = self.v[banks, slots].reshape(shape)[: self.num_tokens]  # (num_tokens, n_kv, hd)
         return k, v
+
+    def copy(self) -> PagedKVCache:
+        """An independent copy: storage, block table and placement state (the placer is shared)."""
+        other = copy.copy(self)
+        other.k, other.v = self.k.copy(), self.v.copy()
+        other.block_table = list(self.block_table)
+        other._occupied = set(self._occupied)
+        other._next_slot = list(self._next_slot)
+        return other
 
     # -- validation and fault injection -----------------------------------------------------
     def bank_crc32(self) -> list[int]:
