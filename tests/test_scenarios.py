@@ -1,0 +1,73 @@
+"""The preset library: every story issue 5 asks for, each loads, runs and meets its own tour's claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from layerscope import scenario
+from layerscope.scenario import ScenarioError, load_file, load_preset, preset_names
+
+REQUIRED = {
+    "prefill-8k-chunked", "long-context-128k", "decode-pulses", "chunk-adapt-low-memory", "chunk-size-sweep-numa",
+    "allocator-off-long-context", "page-hint-jitter", "fragmentation-oom", "partial-eviction-spikes",
+    "stale-chunk-metadata", "chunk-scheduler-disabled", "ecc-bitflips", "real-qwen3-235b-h200", "article-vs-real",
+}  # fmt: skip
+PAIRS = {"allocator-off-long-context", "page-hint-jitter", "article-vs-real"}
+PANELS = {"topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls"}
+
+
+def test_every_story_of_issue_5_is_a_preset() -> None:
+    assert REQUIRED <= set(preset_names())
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_preset_is_a_complete_story(name: str) -> None:
+    spec = load_preset(name)
+    assert spec.name == name
+    assert spec.title != "Custom scenario" and len(spec.description) > 100
+    assert 3 <= len(spec.tour) <= 6
+    for step in spec.tour:
+        assert step.check is not None, f"{name}: step {step.title!r} makes no checkable claim"
+        assert step.highlight and set(step.highlight) <= PANELS, f"{name}: unknown panel in {step.highlight}"
+    if name in PAIRS:
+        assert spec.compare is not None
+    if name == "long-context-128k":
+        assert not spec.numerics  # timing only
+    if spec.numerics:
+        assert spec.numerics_model == "tiny"
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    return p
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "field", "allowed"),
+    [
+        ("prompt_len: 999999\n", "prompt_len", "262144"),
+        ("chunk_size: 8\n", "chunk_size", "16"),
+        ("runtime: tensorrt\n", "runtime", "'article' or 'vllm'"),
+        ("fragmentation: 0.99\n", "fragmentation", "0.95"),
+        ("faults:\n  - {kind: ecc_bitflips, rate: 2.0}\n", "faults.0.rate", "1"),
+        ("tour:\n  - {title: t, text: x, check: {metric: m, op: '=~', value: 1}}\n", "tour.0.check.op", "'=='"),
+        ("bogus_field: 1\n", "bogus_field", "not permitted"),
+    ],
+)
+def test_validation_error_names_file_field_and_range(tmp_path: Path, yaml_text: str, field: str, allowed: str) -> None:
+    path = _write(tmp_path, yaml_text)
+    with pytest.raises(ScenarioError) as err:
+        load_file(path)
+    msg = str(err.value)
+    assert str(path) in msg and f"'{field}'" in msg and allowed in msg
+    assert "\n" not in msg
+
+
+def test_not_yaml_and_not_a_mapping_name_the_file(tmp_path: Path) -> None:
+    for text in ("prompt_len: [1,\n", "- just\n- a list\n"):
+        path = _write(tmp_path, text)
+        with pytest.raises(ScenarioError, match=str(path)):
+            scenario.load(str(path))

@@ -1,0 +1,99 @@
+"""Tour checks: the metric grammar, comparisons, and pause points, on hand-made runs."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from layerscope.events import FaultEvent, KernelEvent, PhaseEvent
+from layerscope.scenario import ScenarioSpec, TourCheck
+from layerscope.tour import check_passes, event_time, format_results, metric_value, tour_results
+
+
+def _kernel(t: float, name: str, stage: str) -> KernelEvent:
+    return KernelEvent(t_us=t, name=name, stage=stage, stage_kind="attention", phase="prefill", start_us=t,
+                       dur_us=1.0, flops=1.0, bytes=1.0, bound="compute", hbm_util=0.1, l2_hit=0.0)  # fmt: skip
+
+
+def _run(summary: dict, tour: list[dict] | None = None, events: list | None = None, compare=None) -> SimpleNamespace:
+    spec = ScenarioSpec.model_validate({"tour": tour or []})
+    return SimpleNamespace(spec=spec, events=events or [], topology=None, summary=summary, compare=compare)
+
+
+def test_metric_reads_summary_compare_and_ratio() -> None:
+    other = _run({"decode_step_mean_us": 300.0})
+    run = _run({"decode_step_mean_us": 100.0, "num_chunks": 2}, compare=other)
+    assert metric_value(run, "num_chunks") == 2
+    assert metric_value(run, "compare.decode_step_mean_us") == 300.0
+    assert metric_value(run, "compare.decode_step_mean_us/decode_step_mean_us") == pytest.approx(3.0)
+
+
+def test_metric_errors_name_the_metric() -> None:
+    run = _run({"jitter_us": 1.0, "label": "x"})
+    with pytest.raises(KeyError, match="evictions"):
+        metric_value(run, "evictions")
+    with pytest.raises(KeyError, match="no compare run"):
+        metric_value(run, "compare.jitter_us")
+    with pytest.raises(KeyError, match="numeric"):
+        metric_value(run, "jitter_us/label")
+
+
+def test_ratio_by_zero_is_infinite_not_an_error() -> None:
+    run = _run({"a": 5.0, "b": 0})
+    assert metric_value(run, "a/b") == float("inf")
+
+
+@pytest.mark.parametrize(
+    ("op", "value", "actual", "expected"),
+    [
+        ("==", 2, 2.0, True),
+        ("==", 2, 3, False),
+        ("!=", 2, 3, True),
+        (">", 0, 1, True),
+        (">", 1, 1, False),
+        (">=", 1, 1, True),
+        ("<", 10, 9.99, True),
+        ("<=", 10, 10.01, False),
+        ("==", True, True, True),
+        ("==", True, False, False),
+        ("==", "4096,2048", [4096, 2048], True),
+        (">", "a", "b", False),  # text has no physical order: never passes
+    ],
+)
+def test_check_passes(op: str, value: object, actual: object, expected: bool) -> None:
+    assert check_passes(TourCheck(metric="m", op=op, value=value), actual) is expected
+
+
+def test_event_time_matches_kind_and_name() -> None:
+    events = [
+        PhaseEvent(t_us=0.0, phase="prefill"),
+        _kernel(5.0, "qwen3_prefill_flash_attn_chunked", "attention"),
+        FaultEvent(t_us=9.0, fault="ecc_bitflips", action="injected", detail=""),
+        FaultEvent(t_us=12.0, fault="ecc_bitflips", action="detected", detail=""),
+    ]
+    run = _run({}, events=events)
+    assert event_time(run, "kernel") == 5.0
+    assert event_time(run, "kernel:attention") == 5.0  # a stage name
+    assert event_time(run, "kernel:qwen3_prefill_flash_attn_chunked") == 5.0
+    assert event_time(run, "fault:detected") == 12.0
+    assert event_time(run, "phase:decode") is None
+
+
+def test_tour_results_rows() -> None:
+    tour = [
+        {"title": "chunks", "text": "t", "at_event": "kernel:attention",
+         "check": {"metric": "num_chunks", "op": "==", "value": 2}},
+        {"title": "wrong", "text": "t", "check": {"metric": "num_chunks", "op": ">", "value": 5}},
+        {"title": "missing event", "text": "t", "at_event": "alloc_fail"},
+        {"title": "missing metric", "text": "t", "at_us": 3.0, "check": {"metric": "nope", "op": ">", "value": 0}},
+    ]  # fmt: skip
+    run = _run({"num_chunks": 2}, tour=tour, events=[_kernel(7.0, "k", "attention")])
+    rows = tour_results(run)
+    assert [r["passed"] for r in rows] == [True, False, False, False]
+    assert rows[0]["t_us"] == 7.0 and rows[0]["actual"] == 2 and rows[0]["expected"] == 2
+    assert rows[1]["actual"] == 2 and rows[1]["error"] is None
+    assert "alloc_fail" in rows[2]["error"]
+    assert rows[3]["t_us"] == 3.0 and "nope" in rows[3]["error"]
+    text = format_results(rows)
+    assert text.count("PASS") == 1 and text.count("FAIL") == 3
