@@ -1,0 +1,198 @@
+"""Kernel plans: what one decoder layer launches for a prefill chunk and for a decode step.
+
+A runtime turns a ModelConfig and a token count into a list of Kernels (FLOPs, bytes, GEMM shape, name
+as a profiler shows it). It knows nothing of time: hardware/cost.py prices the kernels, the engine
+schedules them. One small base class, one file per runtime (Vidur style):
+
+    RuntimePlan.prefill_chunk(model, tokens, context_before) -> [Kernel]   one chunk of a prompt
+    RuntimePlan.decode_step(model, context_len, batch)        -> [Kernel]   one new token per sequence
+    RuntimePlan.switch_over(model)                            -> [Kernel]   fixed costs of the first decode step
+    RuntimePlan.topology(model)                               -> Topology   stages and edges per phase
+
+Fused launches: kernels with own_launch=False continue the launch of the kernel before them (the article's
+decode pipeline is one launch of five stages, stream "decode_fused"); the engine should lay them end to end
+on that stream, and the cost model charges the launch overhead once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from layerscope.events import PhaseTopology, Topology, TopologyEdge, TopologyNode
+from layerscope.hardware.cost import CostModel
+from layerscope.model.config import DTYPE_BYTES, ModelConfig
+from layerscope.runtime.kernels import Kernel
+
+ACT_BYTES = 2.0  # activations travel in bf16 between kernels
+TOPOLOGY_PREFILL_TOKENS = 4096  # the chunk the topology's edge bytes describe
+TOPOLOGY_DECODE_CONTEXT = 8192
+
+
+def weight_bytes(params: float, dtype: str, group: int = 0) -> float:
+    """Bytes of `params` weights stored in `dtype`, plus one fp16 scale and zero per group if quantized."""
+    b = params * DTYPE_BYTES[dtype]
+    if dtype in ("int2", "int4") and group:
+        b += params / group * 2 * DTYPE_BYTES["fp16"]
+    return b
+
+
+def gemm_kernel(
+    name: str,
+    stage: str,
+    m: int,
+    n: int,
+    k: int,
+    w_dtype: str,
+    group: int = 0,
+    kind: str = "gemm",
+    extra_out_bytes: float = 0.0,
+) -> Kernel:
+    """x[m, k] @ W[k, n]: weights read once, activations in and out in bf16."""
+    flops = 2.0 * m * n * k
+    byts = weight_bytes(n * k, w_dtype, group) + ACT_BYTES * (m * k + m * n) + extra_out_bytes
+    return Kernel(
+        name=name,
+        stage=stage,
+        kind=kind,  # type: ignore[arg-type]
+        flops=flops,
+        bytes=byts,
+        shapes=f"x[{m},{k}] @ W[{k},{n}] ({w_dtype})",
+        gemm=(m, n, k),
+        dtype=w_dtype,
+    )
+
+
+class RuntimePlan:
+    name: str = ""
+    default_page_size: int = 16
+
+    def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
+        raise NotImplementedError
+
+    def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
+        raise NotImplementedError
+
+    def switch_over(self, model: ModelConfig) -> list[Kernel]:
+        return []
+
+    # -- topology --------------------------------------------------------------------------------------------
+    def stage_info(self, stage: str) -> tuple[str, str]:
+        """(label, memory access pattern) of a stage; runtimes override for their own stages."""
+        return STAGE_INFO.get(stage, (stage.replace("_", " "), ""))
+
+    def topology(self, model: ModelConfig, cost: CostModel | None = None) -> Topology:
+        """Stages in launch order per phase, edges carrying the activation bytes of one 4096-token chunk /
+        one decode step at 8k context. With a cost model, each stage also gets its bound."""
+        prefill = self.prefill_chunk(model, TOPOLOGY_PREFILL_TOKENS, 0)
+        decode = self.switch_over(model) + self.decode_step(model, TOPOLOGY_DECODE_CONTEXT)
+        return Topology(
+            model=model.name,
+            runtime=self.name,
+            prefill=self._phase(model, prefill, TOPOLOGY_PREFILL_TOKENS, cost),
+            decode=self._phase(model, decode, 1, cost),
+        )
+
+    def _phase(self, model: ModelConfig, kernels: list[Kernel], tokens: int, cost: CostModel | None) -> PhaseTopology:
+        order: list[str] = []
+        by_stage: dict[str, list[Kernel]] = {}
+        for k in kernels:
+            if k.stage not in by_stage:
+                order.append(k.stage)
+                by_stage[k.stage] = []
+            by_stage[k.stage].append(k)
+        nodes = []
+        for stage in order:
+            ks = by_stage[stage]
+            label, access = self.stage_info(stage)
+            main = max(ks, key=lambda k: k.bytes + k.flops / 100)
+            bound = None
+            if cost is not None:
+                costs = [cost.cost(k) for k in ks]
+                bound = max(costs, key=lambda c: c.time_us).bound
+            nodes.append(
+                TopologyNode(
+                    id=stage,
+                    label=label,
+                    kind=main.kind,
+                    kernels=[k.name for k in ks],
+                    precision=", ".join(sorted({k.dtype for k in ks})),
+                    access=access,
+                    bound=bound,
+                )
+            )
+        hidden_bytes = tokens * model.hidden_size * ACT_BYTES
+        edges = [TopologyEdge(source=a, target=b, bytes=hidden_bytes) for a, b in zip(order, order[1:], strict=False)]
+        if "attention" in by_stage:  # the KV cache the attention reads and the projection writes
+            kv = sum(k.bytes for k in by_stage["attention"] if k.kind in ("memory", "attention"))
+            nodes.append(TopologyNode(id="kv_cache", label="KV cache (paged)", kind="cache", access="paged"))
+            edges.append(TopologyEdge(source="kv_cache", target="attention", bytes=kv))
+        return PhaseTopology(nodes=nodes, edges=edges)
+
+
+STAGE_INFO: dict[str, tuple[str, str]] = {
+    "embedding": ("embedding lookup", "gather one row per token"),
+    "input_norm": ("input RMSNorm", "row-wise stream"),
+    "qkv_proj": ("QKV projection", "streamed weights"),
+    "qk_norm_rope": ("q/k norm + RoPE", "row-wise in place"),
+    "attention": ("attention", "paged KV gather"),
+    "o_proj": ("output projection", "streamed weights"),
+    "post_norm": ("residual add + RMSNorm", "row-wise stream"),
+    "router": ("router (top-k softmax)", "small GEMM, row-wise"),
+    "experts": ("experts (fused MoE)", "expert-gathered weights"),
+    "gate_up_proj": ("gate/up projection", "streamed weights"),
+    "act": ("SiLU x up", "elementwise stream"),
+    "down_proj": ("down projection", "streamed weights"),
+    "residual_add": ("residual add", "elementwise stream"),
+    "chunk_scheduler": ("chunk scheduler", "page-table remap"),
+    "ffn": ("SwiGLU FFN", "streamed quantized weights"),
+    "switch_over": ("decode switch-over", "fixed costs"),
+}
+
+
+@dataclass(frozen=True)
+class StageCost:
+    name: str
+    kind: str
+    time_us: float
+    flops: float
+    bytes: float
+    bound: str
+    kernels: list[str]
+
+
+def stage_costs(kernels: list[Kernel], cost: CostModel) -> list[StageCost]:
+    """Kernels merged per stage in launch order; kind and bound are those of the stage's slowest kernel."""
+    order: list[str] = []
+    groups: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        if k.stage not in groups:
+            order.append(k.stage)
+            groups[k.stage] = []
+        groups[k.stage].append(k)
+    out = []
+    for stage in order:
+        costs = [cost.cost(k) for k in groups[stage]]
+        slow = max(costs, key=lambda c: c.time_us)
+        out.append(
+            StageCost(
+                name=stage,
+                kind=slow.kernel.kind,
+                time_us=sum(c.time_us for c in costs),
+                flops=sum(k.flops for k in groups[stage]),
+                bytes=sum(k.bytes for k in groups[stage]),
+                bound=slow.bound,
+                kernels=[k.name for k in groups[stage]],
+            )
+        )
+    return out
+
+
+def get_runtime(name: str) -> RuntimePlan:
+    from layerscope.runtime.article import ArticleRuntime
+    from layerscope.runtime.vllm import VllmRuntime
+
+    runtimes: dict[str, type[RuntimePlan]] = {"article": ArticleRuntime, "vllm": VllmRuntime}
+    try:
+        return runtimes[name]()
+    except KeyError:
+        raise ValueError(f"unknown runtime {name!r}; choose one of {', '.join(runtimes)}") from None

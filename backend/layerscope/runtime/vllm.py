@@ -1,0 +1,245 @@
+"""How vLLM runs one layer of a real model (Qwen3-MoE, Qwen3, Llama-style) on Hopper: the kernels an
+nsys profile shows, with their shapes.
+
+    input_norm    rms_norm_kernel
+    qkv_proj      cuBLAS GEMM x[T,h] @ W[h, q+2kv]          (fp8: CUTLASS scaled_mm)
+    qk_norm_rope  fused_qk_norm_rope_kernel                   (no q/k norm: rotary_embedding_kernel)
+    attention     reshape_and_cache_flash_kernel (paged KV write), then
+                  flash_fwd_kernel (varlen, causal) | flash_fwd_splitkv_kernel (paged decode)
+    o_proj        cuBLAS GEMM
+    post_norm     fused_add_rms_norm_kernel                   (residual += attn_out; norm)
+    MoE:   router  GEMM x @ W[h, E] + topkGatingSoftmax
+           experts moe_align_block_size_kernel, fused_moe_kernel (gate_up), act_and_mul_kernel (silu_and_mul),
+                   fused_moe_kernel (down), moe_sum_kernel
+    dense: gate_up_proj GEMM, act act_and_mul_kernel, down_proj GEMM
+    residual_add  vectorized_elementwise_kernel<add>          (vLLM fuses it into the next layer's norm;
+                  kept here so one layer is self-contained)
+
+MoE weights read = the weights of the EXPECTED DISTINCT experts the tokens touch (hardware/cost.py):
+a decode token reads 8 of 128 experts, a 4096-token chunk reads them all.
+"""
+
+from __future__ import annotations
+
+from layerscope.hardware.cost import attention_flops, decode_attention_bytes, expected_distinct_experts
+from layerscope.model.config import DTYPE_BYTES, ModelConfig
+from layerscope.runtime.kernels import Kernel
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, weight_bytes
+
+GEMM_NAMES = {
+    "bf16": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
+    "_kernel__5x_cublas",
+    "fp8": "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm",
+}
+
+
+class VllmRuntime(RuntimePlan):
+    name = "vllm"
+    default_page_size = 16
+
+    def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
+        _check(tokens, context_before)
+        attn = self._prefill_attention(model, tokens, context_before)
+        return self._layer(model, tokens, attn, dtype)
+
+    def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
+        _check(batch, context_len)
+        attn = self._decode_attention(model, context_len, batch)
+        return self._layer(model, batch, attn, dtype)
+
+    # -- the layer, around its attention -------------------------------------------------------------------------
+    def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str) -> list[Kernel]:
+        w = _weight_dtype(m, dtype)
+        h = m.hidden_size
+        ks = [
+            _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
+            gemm_kernel(GEMM_NAMES[_gemm_key(w)], "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h, w),
+            self._qk_norm_rope(m, t),
+            self._kv_write(m, t),
+            *attention,
+            gemm_kernel(GEMM_NAMES[_gemm_key(w)], "o_proj", t, h, m.q_dim, w),
+            _norm("fused_add_rms_norm_kernel", "post_norm", t, h, fused_add=True),
+        ]
+        ks += self._moe(m, t, w) if m.is_moe else self._mlp(m, t, w)
+        ks.append(
+            Kernel(
+                "vectorized_elementwise_kernel<add>",
+                "residual_add",
+                "elementwise",
+                t * h,
+                3 * ACT_BYTES * t * h,
+                shapes=f"[{t},{h}] + [{t},{h}]",
+            )
+        )
+        return ks
+
+    def _qk_norm_rope(self, m: ModelConfig, t: int) -> Kernel:
+        heads = m.num_attention_heads + m.num_key_value_heads
+        elems = t * heads * m.head_dim  # q and k rotated (and normalised) in place
+        name = "fused_qk_norm_rope_kernel" if m.qk_norm else "rotary_embedding_kernel"
+        flops = (10.0 if m.qk_norm else 4.0) * elems
+        byts = 2 * ACT_BYTES * elems + t * m.head_dim * 4.0  # read+write q,k; cos/sin cache in fp32
+        return Kernel(
+            name, "qk_norm_rope", "elementwise", flops, byts, shapes=f"q,k[{t},{heads},{m.head_dim}]", ctas=t * heads
+        )
+
+    def _kv_write(self, m: ModelConfig, t: int) -> Kernel:
+        kv_b = DTYPE_BYTES[m.kv_dtype]
+        byts = 2 * t * m.kv_dim * (ACT_BYTES + kv_b) + t * 8  # read k, v; write into pages; slot mapping
+        return Kernel(
+            "reshape_and_cache_flash_kernel",
+            "attention",
+            "memory",
+            0.0,
+            byts,
+            shapes=f"k,v[{t},{m.kv_dim}] -> paged cache ({m.kv_dtype})",
+            ctas=t,
+        )
+
+    def _prefill_attention(self, m: ModelConfig, t: int, ctx: int) -> list[Kernel]:
+        flops = attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True)
+        kv_b = DTYPE_BYTES[m.kv_dtype]
+        byts = 2 * t * m.q_dim * ACT_BYTES + 2 * (ctx + t) * m.kv_dim * kv_b  # Q, O once; K, V once per pass
+        return [
+            Kernel(
+                "flash_fwd_kernel",
+                "attention",
+                "attention",
+                flops,
+                byts,
+                shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{ctx + t},{m.num_key_value_heads}]"
+                " causal, varlen",
+            )
+        ]
+
+    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int) -> list[Kernel]:
+        flops = 4.0 * batch * m.num_attention_heads * m.head_dim * ctx
+        byts = decode_attention_bytes(batch, ctx, m.q_dim, m.kv_dim, DTYPE_BYTES[m.kv_dtype])
+        return [
+            Kernel(
+                "flash_fwd_splitkv_kernel",
+                "attention",
+                "attention",
+                flops,
+                byts,
+                shapes=f"q[{batch},{m.num_attention_heads},{m.head_dim}] x paged kv[{ctx}] per sequence",
+            )
+        ]
+
+    # -- MLP ----------------------------------------------------------------------------------------------------------
+    def _mlp(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
+        h, i = m.hidden_size, m.intermediate_size
+        gemm = GEMM_NAMES[_gemm_key(w)]
+        return [
+            gemm_kernel(gemm, "gate_up_proj", t, 2 * i, h, w),
+            _act_and_mul("act", t, i),
+            gemm_kernel(gemm, "down_proj", t, h, i, w),
+        ]
+
+    def _moe(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
+        h, mi, e, k = m.hidden_size, m.moe_intermediate_size, m.num_experts, m.num_experts_per_tok
+        distinct = expected_distinct_experts(t, e, k)
+        groups = max(1, round(distinct))
+        rows = t * k  # token-expert pairs
+        per_expert = max(1, round(rows / distinct))
+        w_b = DTYPE_BYTES[w]
+        gate_up = Kernel(
+            "fused_moe_kernel",
+            "experts",
+            "moe",
+            2.0 * rows * 2 * mi * h,
+            distinct * 2 * mi * h * w_b + ACT_BYTES * (rows * h + rows * 2 * mi),
+            shapes=f"{rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
+            gemm=(per_expert, 2 * mi, h),
+            dtype=w,
+            groups=groups,
+        )
+        down = Kernel(
+            "fused_moe_kernel",
+            "experts",
+            "moe",
+            2.0 * rows * h * mi,
+            distinct * h * mi * w_b + ACT_BYTES * (rows * mi + rows * h),
+            shapes=f"{rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
+            gemm=(per_expert, h, mi),
+            dtype=w,
+            groups=groups,
+        )
+        return [
+            gemm_kernel(GEMM_NAMES["bf16"], "router", t, e, h, "bf16"),
+            Kernel(
+                "topkGatingSoftmax",
+                "router",
+                "moe",
+                5.0 * t * e,
+                ACT_BYTES * t * e + 8.0 * t * k,
+                shapes=f"logits[{t},{e}] -> top{k}",
+                ctas=t,
+            ),
+            Kernel(
+                "moe_align_block_size_kernel",
+                "experts",
+                "overhead",
+                0.0,
+                3 * 4.0 * rows,
+                shapes=f"sort {rows} (token, expert) ids into blocks",
+                ctas=1,
+            ),
+            gate_up,
+            _act_and_mul("experts", rows, mi),
+            down,
+            Kernel(
+                "moe_sum_kernel",
+                "experts",
+                "elementwise",
+                rows * h,
+                ACT_BYTES * (rows * h + t * h),
+                shapes=f"[{t},{k},{h}] -> [{t},{h}]",
+                ctas=t,
+            ),
+        ]
+
+
+def _norm(name: str, stage: str, t: int, h: int, fused_add: bool) -> Kernel:
+    passes = 4 if fused_add else 2  # (x, residual) in and out, or x in, y out
+    return Kernel(
+        name,
+        stage,
+        "norm",
+        (5.0 if fused_add else 4.0) * t * h,
+        ACT_BYTES * passes * t * h + 2 * h,
+        shapes=f"[{t},{h}]",
+        ctas=t,
+    )
+
+
+def _act_and_mul(stage: str, rows: int, inter: int) -> Kernel:
+    return Kernel(
+        "act_and_mul_kernel<silu>",
+        stage,
+        "elementwise",
+        6.0 * rows * inter,
+        3 * ACT_BYTES * rows * inter,
+        shapes=f"silu(x[{rows},{inter}]) * up[{rows},{inter}]",
+        ctas=rows,
+    )
+
+
+def _weight_dtype(m: ModelConfig, dtype: str) -> str:
+    if dtype not in ("bf16", "fp8"):
+        raise ValueError(f"dtype {dtype!r} is not supported by the vllm runtime; choose bf16 or fp8")
+    return dtype if dtype == "fp8" else ("bf16" if m.weight_dtype in ("fp32", "fp16") else m.weight_dtype)
+
+
+def _gemm_key(w: str) -> str:
+    return "fp8" if w == "fp8" else "bf16"
+
+
+def _check(n: int, ctx: int) -> None:
+    if n < 1:
+        raise ValueError(f"need at least one token, got {n}")
+    if ctx < 0:
+        raise ValueError(f"context length must be >= 0, got {ctx}")
+
+
+__all__ = ["VllmRuntime", "weight_bytes"]
