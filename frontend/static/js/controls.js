@@ -1,0 +1,180 @@
+// Transport (play/pause/step/speed/scrubber), the scenario picker, the settings form, keyboard
+// shortcuts, and the URL that holds the current settings so a view can be shared and reloaded.
+
+import { us } from "./format.js";
+
+const FORM_FIELDS = ["prompt_len", "chunk_size", "decode_steps", "gpu", "model", "runtime", "allocator", "decode_page_hint", "free_hbm_gib"];
+const NUMERIC = new Set(["prompt_len", "chunk_size", "decode_steps", "free_hbm_gib"]);
+// One representative fault per kind (the form offers the kind; these say where and how hard).
+const FAULT_DEFAULTS = {
+  stale_chunk_metadata: { kind: "stale_chunk_metadata", at_step: 2, count: 4 },
+  chunk_scheduler_disabled: { kind: "chunk_scheduler_disabled", at_chunk: 1 },
+  ecc_bitflips: { kind: "ecc_bitflips", at_step: 2, rate: 0.001, count: 64 },
+  memory_contention: { kind: "memory_contention", at_step: 2, rate: 0.3, count: 10 },
+};
+
+const $ = (id) => document.getElementById(id);
+
+export class Controls {
+  constructor(conn, store) {
+    this.conn = conn;
+    this.store = store;
+    this.playing = false;
+    this.scrubbing = false;
+    this.preset = null; // the preset's own spec, to know which settings the user changed
+    this.select = $("scenario-select");
+    this.form = $("settings");
+    this.scrubber = $("scrubber");
+    this.speed = $("speed");
+    this.clock = $("clock");
+    this.wire();
+  }
+
+  wire() {
+    $("play").addEventListener("click", () => this.play());
+    $("pause").addEventListener("click", () => this.pause());
+    $("step").addEventListener("click", () => this.step());
+    this.speed.addEventListener("change", () => this.conn.send({ type: "speed", speed: Number(this.speed.value) }));
+    this.select.addEventListener("change", () => this.choose(this.select.value, {}));
+    this.scrubber.addEventListener("pointerdown", () => (this.scrubbing = true));
+    this.scrubber.addEventListener("input", () => (this.clock.textContent = `${us(Number(this.scrubber.value))} / ${us(this.store.duration)}`));
+    this.scrubber.addEventListener("change", () => {
+      this.scrubbing = false;
+      this.seek(Number(this.scrubber.value));
+    });
+    $("settings-toggle").addEventListener("click", () => this.form.classList.toggle("hidden"));
+    $("settings-reset").addEventListener("click", () => this.choose(this.select.value, {}));
+    this.form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.apply();
+    });
+    document.addEventListener("keydown", (ev) => this.key(ev));
+  }
+
+  key(ev) {
+    const tag = ev.target && ev.target.tagName;
+    if (tag === "INPUT" && ev.target.type !== "range") return;
+    if (tag === "SELECT" || tag === "TEXTAREA" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === " ") {
+      ev.preventDefault();
+      if (this.playing) this.pause();
+      else this.play();
+    } else if (ev.key === "s") this.step();
+    else if (ev.key === "+" || ev.key === "=") this.bumpSpeed(1);
+    else if (ev.key === "-" || ev.key === "_") this.bumpSpeed(-1);
+  }
+
+  bumpSpeed(dir) {
+    const i = Math.min(this.speed.options.length - 1, Math.max(0, this.speed.selectedIndex + dir));
+    if (i === this.speed.selectedIndex) return;
+    this.speed.selectedIndex = i;
+    this.conn.send({ type: "speed", speed: Number(this.speed.value) });
+  }
+
+  play() {
+    this.conn.send({ type: "play", speed: Number(this.speed.value) });
+  }
+
+  pause() {
+    this.conn.send({ type: "pause" });
+  }
+
+  step() {
+    this.conn.send({ type: "step" });
+  }
+
+  seek(t) {
+    this.conn.send({ type: "seek", t_us: Math.min(Math.max(0, t), this.store.duration) });
+  }
+
+  async init(defaultScenario) {
+    const list = await (await fetch("/api/scenarios")).json();
+    for (const s of list) {
+      const o = document.createElement("option");
+      o.value = s.name;
+      o.textContent = s.title && s.title !== s.name ? `${s.name} — ${s.title}` : s.name;
+      o.title = s.description;
+      this.select.append(o);
+    }
+    const q = new URLSearchParams(location.search);
+    const name = q.get("scenario") || defaultScenario || (list[0] && list[0].name);
+    const set = {};
+    for (const f of FORM_FIELDS) if (q.has(f)) set[f] = parse(f, q.get(f));
+    if (q.has("fault")) set.faults = q.get("fault") ? [FAULT_DEFAULTS[q.get("fault")]].filter(Boolean) : [];
+    if (name) await this.choose(name, set);
+  }
+
+  async choose(name, set) {
+    this.select.value = name;
+    $("trace-link").href = `/api/trace?scenario=${encodeURIComponent(name)}`;
+    const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
+    this.preset = r.ok ? await r.json() : null;
+    this.setURL(name, set);
+    this.conn.send({ type: "load", scenario: name, set });
+  }
+
+  apply() {
+    const data = new FormData(this.form);
+    const set = {};
+    for (const f of FORM_FIELDS) {
+      const v = f === "decode_page_hint" ? data.has(f) : parse(f, data.get(f));
+      if (!this.preset || JSON.stringify(this.preset[f]) !== JSON.stringify(v)) set[f] = v;
+    }
+    const fault = data.get("fault");
+    const presetFault = this.preset && this.preset.faults.length ? this.preset.faults[0].kind : "";
+    if (fault !== presetFault) set.faults = fault ? [FAULT_DEFAULTS[fault]] : [];
+    $("form-error").textContent = "";
+    this.setURL(this.select.value, set);
+    this.conn.send({ type: "load", scenario: this.select.value, set });
+  }
+
+  setURL(name, set) {
+    const q = new URLSearchParams({ scenario: name });
+    for (const [k, v] of Object.entries(set)) {
+      if (k === "faults") q.set("fault", v.length ? v[0].kind : "");
+      else q.set(k, String(v));
+    }
+    history.replaceState(null, "", `${location.pathname}?${q}`);
+  }
+
+  fillForm(spec) {
+    for (const f of FORM_FIELDS) {
+      const input = this.form.elements[f];
+      if (!input) continue;
+      if (input.type === "checkbox") input.checked = Boolean(spec[f]);
+      else input.value = spec[f];
+    }
+    this.form.elements.fault.value = spec.faults && spec.faults.length ? spec.faults[0].kind : "";
+  }
+
+  onLoaded(msg) {
+    this.fillForm(msg.scenario);
+    this.scrubber.max = String(msg.duration_us || 1);
+    this.scrubber.value = "0";
+    if (this.select.value !== msg.scenario.name && [...this.select.options].some((o) => o.value === msg.scenario.name)) this.select.value = msg.scenario.name;
+  }
+
+  onState(msg) {
+    this.playing = msg.playing;
+    document.body.classList.toggle("playing", msg.playing);
+    const i = [...this.speed.options].findIndex((o) => Number(o.value) === msg.speed);
+    if (i >= 0) this.speed.selectedIndex = i;
+  }
+
+  onError(msg) {
+    if (msg.field && (msg.field.startsWith("set") || msg.field.startsWith("spec"))) $("form-error").textContent = msg.message;
+  }
+
+  tick() {
+    const t = this.store.t;
+    if (!this.scrubbing) {
+      this.scrubber.value = String(t);
+      this.clock.textContent = `${us(t)} / ${us(this.store.duration)}`;
+    }
+  }
+}
+
+function parse(field, value) {
+  if (field === "decode_page_hint") return value === "true" || value === true;
+  return NUMERIC.has(field) ? Number(value) : value;
+}

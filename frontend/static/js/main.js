@@ -1,0 +1,127 @@
+// Wiring: one connection, one store, the views, and one render loop that coalesces every update into
+// at most one redraw per animation frame (Plotly views take turns, at most one per frame).
+
+import { Controls } from "./controls.js";
+import { Store } from "./store.js";
+import { BanksView } from "./views/banks.js";
+import { renderClaims } from "./views/claims.js";
+import { TimeCursor } from "./views/cursor.js";
+import { ExpertsView } from "./views/experts.js";
+import { LatencyView } from "./views/latency.js";
+import { LogView } from "./views/log.js";
+import { MemoryView } from "./views/memory.js";
+import { StagesView } from "./views/stages.js";
+import { TimelineView } from "./views/timeline.js";
+import { TopologyView } from "./views/topology.js";
+import { Tour } from "./views/tour.js";
+import { Connection } from "./ws.js";
+
+const PLOT_INTERVAL_MS = 250; // a Plotly view redraws at most this often while playing
+const $ = (id) => document.getElementById(id);
+
+const store = new Store();
+const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [] };
+
+const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"));
+const memory = new MemoryView($("memory-plot"), store);
+const latency = new LatencyView($("latency-plot"), store);
+const plots = [timeline, memory, latency, new StagesView($("stages-plot"), store), new ExpertsView($("experts-plot"), store, $("experts-info"))];
+const lastDraw = new Map(plots.map((p) => [p, 0]));
+const banks = new BanksView($("banks-canvas"), store, $("banks-info"), $("banks-legend"));
+const topology = new TopologyView($("topology-svg"), store, $("topo-phase"), [...document.querySelectorAll("#topology .tabs button")]);
+const log = new LogView($("events-log"), store);
+const cursors = [timeline, memory, latency].map((v) => new TimeCursor(v.el));
+
+let controls = null;
+const conn = new Connection(onMessage, (status) => {
+  $("status").textContent = status;
+  $("status").dataset.state = status === "live" ? "live" : "down";
+});
+conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : false });
+controls = new Controls(conn, store);
+const tour = new Tour($("tour"), store, {
+  play: () => controls.play(),
+  pause: () => controls.pause(),
+  seek: (t) => controls.seek(t),
+});
+
+// Zoom one time axis, the others follow.
+let syncing = false;
+function linkRange(source, range) {
+  if (syncing) return;
+  syncing = true;
+  for (const v of [timeline, memory, latency]) if (v !== source) v.setRange(range);
+  syncing = false;
+}
+for (const v of [timeline, memory, latency]) v.onRange = (r) => linkRange(v, r);
+
+function toast(text, kind = "info") {
+  const t = $("toast");
+  t.textContent = text;
+  t.className = `toast ${kind}`;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => t.classList.add("hidden"), 5000);
+}
+
+function onMessage(msg) {
+  stats.messages += 1;
+  switch (msg.type) {
+    case "loaded":
+      store.reset(msg);
+      controls.onLoaded(msg);
+      tour.load(msg.scenario);
+      renderClaims($("claims-body"), msg.claims);
+      document.title = `LayerScope — ${msg.scenario.name}`;
+      break;
+    case "frame":
+      stats.frames += 1;
+      store.apply(msg);
+      break;
+    case "state":
+      controls.onState(msg);
+      break;
+    case "end":
+      store.ended = true;
+      store.summary = msg.summary;
+      toast(`run finished: ${summaryLine(msg.summary)}`);
+      break;
+    case "error":
+      stats.errors.push(msg);
+      controls.onError(msg);
+      toast(`${msg.field ? `${msg.field}: ` : ""}${msg.message}`, "error");
+      break;
+    default:
+      break;
+  }
+}
+
+function summaryLine(s) {
+  const keys = Object.keys(s || {}).slice(0, 4);
+  return keys.map((k) => `${k} ${typeof s[k] === "number" ? +s[k].toPrecision(4) : s[k]}`).join(" · ");
+}
+
+let turn = 0;
+function loop(now) {
+  stats.raf += 1;
+  banks.render();
+  topology.render();
+  log.render();
+  controls.tick();
+  const interval = controls.playing ? PLOT_INTERVAL_MS : 0;
+  for (let i = 0; i < plots.length; i++) {
+    const v = plots[(turn + i) % plots.length];
+    if (now - lastDraw.get(v) < interval) continue;
+    if (v.render()) {
+      lastDraw.set(v, now);
+      stats.plotDraws += 1;
+      turn = (turn + i + 1) % plots.length;
+      break;
+    }
+  }
+  for (const c of cursors) c.place(store.t);
+  requestAnimationFrame(loop);
+}
+
+window.__layerscope = { store, stats, conn, views: { timeline, memory, latency, banks, topology } };
+controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
+requestAnimationFrame(loop);

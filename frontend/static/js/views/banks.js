@@ -1,0 +1,273 @@
+// The KV cache as a banks x pages grid on a <canvas>: one row per bank, one cell per page slot,
+// coloured by owner and phase. The grid lives in an ImageData (one pixel per page) scaled up with
+// nearest-neighbour drawing, so 32 banks x 1024 pages costs one putImageData per change.
+// Allocations fill cells, migrations fly from the old slot to the new, evictions and CRC failures flash.
+
+import { FLASH, PHASE, ownerColor } from "../colors.js";
+
+const EMPTY = [36, 40, 59];
+const FLASH_MS = 700;
+const MOVE_MS = 650;
+
+function rgb(hex) {
+  const n = parseInt(hex.slice(1), 16);
+  return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
+}
+
+export class BanksView {
+  constructor(canvas, store, info, legend) {
+    this.canvas = canvas;
+    this.ctx = canvas.getContext("2d");
+    this.store = store;
+    this.info = info;
+    this.legend = legend;
+    this.grid = document.createElement("canvas");
+    this.gctx = this.grid.getContext("2d");
+    this.anims = []; // {type, ..., start}
+    this.owners = new Map(); // owner -> count of pages
+    this.lastReset = -1;
+    this.layout();
+    canvas.addEventListener("mousemove", (ev) => this.hover(ev));
+    new ResizeObserver(() => this.layout()).observe(canvas);
+  }
+
+  layout() {
+    const r = this.canvas.getBoundingClientRect();
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = Math.max(1, Math.round(r.width * dpr));
+    this.canvas.height = Math.max(1, Math.round(r.height * dpr));
+    this.needsDraw = true;
+  }
+
+  dims(banks, cap) {
+    if (banks === this.banks && cap === this.cap) return;
+    const old = this.cells;
+    const oldBanks = this.banks || 0;
+    const oldCap = this.cap || 0;
+    this.banks = banks;
+    this.cap = cap;
+    this.cells = new Array(banks * cap).fill(null); // {owner, phase} per slot
+    if (old) for (let b = 0; b < Math.min(oldBanks, banks); b++) for (let s = 0; s < Math.min(oldCap, cap); s++) this.cells[b * cap + s] = old[b * oldCap + s];
+    this.grid.width = cap;
+    this.grid.height = banks;
+    this.image = this.gctx.createImageData(cap, banks);
+    for (let i = 0; i < banks * cap; i++) this.paint(i);
+  }
+
+  clear() {
+    const s = this.store;
+    const banks = s.scenario ? s.scenario.banks : 32;
+    this.banks = 0;
+    this.cells = null;
+    this.dims(banks, 64);
+    this.anims = [];
+    this.owners.clear();
+    this.pageLevel = false;
+  }
+
+  paint(i) {
+    const c = this.cells[i];
+    const col = c ? (c.owner === "hint" || c.owner === "tenant" ? rgb(ownerColor(c.owner)) : rgb(PHASE[c.phase] || ownerColor(c.owner))) : EMPTY;
+    const d = this.image.data;
+    d[i * 4] = col[0];
+    d[i * 4 + 1] = col[1];
+    d[i * 4 + 2] = col[2];
+    d[i * 4 + 3] = 255;
+  }
+
+  set(bank, slot, value) {
+    if (bank >= this.banks || slot >= this.cap) this.dims(Math.max(this.banks, bank + 1), Math.max(this.cap, 2 ** Math.ceil(Math.log2(slot + 1))));
+    const i = bank * this.cap + slot;
+    const prev = this.cells[i];
+    if (prev) this.owners.set(prev.owner, (this.owners.get(prev.owner) || 1) - 1);
+    if (value) this.owners.set(value.owner, (this.owners.get(value.owner) || 0) + 1);
+    this.cells[i] = value;
+    this.paint(i);
+  }
+
+  consume(live) {
+    const s = this.store;
+    const now = performance.now();
+    if (s.banks) {
+      const b = s.banks;
+      if (b.used.length !== this.banks || b.capacity > this.cap) this.dims(Math.max(b.used.length, this.banks), Math.max(b.capacity, this.cap));
+    }
+    for (const e of s.pageOps) {
+      switch (e.kind) {
+        case "page_alloc":
+          this.pageLevel = true;
+          e.banks.forEach((b, j) => this.set(b, e.slots[j], { owner: e.owner, phase: e.phase }));
+          break;
+        case "page_free":
+          e.banks.forEach((b, j) => this.set(b, e.slots[j], null));
+          break;
+        case "page_migrate": {
+          const from = this.cells[e.from_bank * this.cap + e.from_slot] || { owner: e.owner, phase: "decode" };
+          this.set(e.from_bank, e.from_slot, null);
+          this.set(e.to_bank, e.to_slot, from);
+          if (live) this.anims.push({ type: "move", fb: e.from_bank, fs: e.from_slot, tb: e.to_bank, ts: e.to_slot, start: now });
+          break;
+        }
+        case "page_evict":
+          e.banks.forEach((b, j) => {
+            this.set(b, e.slots[j], null);
+            if (live) this.anims.push({ type: "cell", b, s: e.slots[j], color: FLASH.evict, start: now });
+          });
+          break;
+        case "crc":
+          if (live) for (const b of e.bad_banks) this.anims.push({ type: "row", b, color: FLASH.crc, start: now });
+          break;
+        case "fault":
+          if (live) for (const b of e.banks) this.anims.push({ type: "row", b, color: FLASH.crc, start: now });
+          break;
+        case "alloc_fail":
+          if (live) this.anims.push({ type: "all", color: FLASH.fail, start: now });
+          break;
+        default:
+          break;
+      }
+    }
+    s.pageOps.length = 0;
+    if (this.anims.length > 400) this.anims.splice(0, this.anims.length - 400);
+    this.gctx.putImageData(this.image, 0, 0);
+    this.needsDraw = true;
+  }
+
+  cellRect(b, s) {
+    const w = this.canvas.width / this.cap;
+    const h = this.canvas.height / this.banks;
+    return [s * w, b * h, Math.max(w, 2), Math.max(h - 1, 1)];
+  }
+
+  // Called every animation frame; returns true when it drew.
+  render() {
+    const s = this.store;
+    const reset = s.ver.reset || 0;
+    if (reset !== this.lastReset) {
+      this.lastReset = reset;
+      this.clear();
+      this.consume(false); // a rebuild (seek/load): no animation for history
+    }
+    const stamp = s.stamp(["banks"]);
+    if (stamp !== this.drawnStamp) {
+      this.drawnStamp = stamp;
+      this.consume(true);
+      this.updateInfo();
+    }
+    if (!this.needsDraw && !this.anims.length) return false;
+    this.needsDraw = false;
+    const ctx = this.ctx;
+    const W = this.canvas.width;
+    const H = this.canvas.height;
+    ctx.imageSmoothingEnabled = false;
+    ctx.clearRect(0, 0, W, H);
+    ctx.drawImage(this.grid, 0, 0, W, H);
+    if (!this.pageLevel && s.banks) this.drawOccupancy(s.banks);
+    // bank separators
+    ctx.fillStyle = "rgba(22,22,30,0.9)";
+    const rowH = H / this.banks;
+    if (rowH >= 4) for (let b = 1; b < this.banks; b++) ctx.fillRect(0, Math.round(b * rowH) - 1, W, 1);
+    this.drawAnims(performance.now());
+    return true;
+  }
+
+  drawOccupancy(b) {
+    // no page-level events: fill each bank's row to its used count
+    const ctx = this.ctx;
+    const rowH = this.canvas.height / this.banks;
+    const colW = this.canvas.width / Math.max(b.capacity, 1);
+    b.used.forEach((u, i) => {
+      ctx.fillStyle = PHASE[this.store.phase] || PHASE.prefill;
+      ctx.fillRect(0, i * rowH, u * colW, rowH - 1);
+      const r = (b.reserved && b.reserved[i]) || 0;
+      if (r) {
+        ctx.fillStyle = ownerColor("hint");
+        ctx.fillRect(u * colW, i * rowH, r * colW, rowH - 1);
+      }
+    });
+  }
+
+  drawAnims(now) {
+    const ctx = this.ctx;
+    const keep = [];
+    for (const a of this.anims) {
+      const age = now - a.start;
+      const dur = a.type === "move" ? MOVE_MS : FLASH_MS;
+      if (age > dur) continue;
+      keep.push(a);
+      const f = age / dur;
+      ctx.globalAlpha = 1 - f * 0.7;
+      if (a.type === "move") {
+        const [x0, y0, w, h] = this.cellRect(a.fb, a.fs);
+        const [x1, y1] = this.cellRect(a.tb, a.ts);
+        const e = f < 0.5 ? 2 * f * f : 1 - (-2 * f + 2) ** 2 / 2; // ease in-out
+        ctx.strokeStyle = FLASH.migrate;
+        ctx.lineWidth = 1;
+        ctx.beginPath();
+        ctx.moveTo(x0 + w / 2, y0 + h / 2);
+        ctx.lineTo(x1 + w / 2, y1 + h / 2);
+        ctx.stroke();
+        const size = Math.max(6, w * 2, h);
+        ctx.fillStyle = FLASH.migrate;
+        ctx.fillRect(x0 + (x1 - x0) * e - size / 2 + w / 2, y0 + (y1 - y0) * e - size / 2 + h / 2, size, size);
+      } else if (a.type === "cell") {
+        const [x, y, w, h] = this.cellRect(a.b, a.s);
+        ctx.fillStyle = a.color;
+        ctx.fillRect(x - 2, y - 2, Math.max(w, 6) + 4, h + 4);
+      } else if (a.type === "row") {
+        const [, y, , h] = this.cellRect(a.b, 0);
+        ctx.strokeStyle = a.color;
+        ctx.lineWidth = 3;
+        ctx.strokeRect(1, y + 1, this.canvas.width - 2, h);
+      } else {
+        ctx.strokeStyle = a.color;
+        ctx.lineWidth = 6;
+        ctx.strokeRect(3, 3, this.canvas.width - 6, this.canvas.height - 6);
+      }
+    }
+    ctx.globalAlpha = 1;
+    this.anims = keep;
+  }
+
+  updateInfo() {
+    const s = this.store;
+    let used = 0;
+    let cap = this.banks * this.cap;
+    if (s.banks) {
+      used = s.banks.used.reduce((a, b) => a + b, 0);
+      cap = s.banks.capacity * s.banks.used.length;
+    } else for (const c of this.cells) if (c) used += 1;
+    this.info.textContent = `${this.banks} banks × ${s.banks ? s.banks.capacity : this.cap} pages · ${used} used (${((100 * used) / (cap || 1)).toFixed(1)}%)` +
+      (s.dropped ? ` · ${s.dropped} snapshots skipped (slow link)` : "");
+    const owners = [...this.owners.entries()].filter(([, n]) => n > 0);
+    this.legend.innerHTML = "";
+    const add = (color, text, title) => {
+      const span = document.createElement("span");
+      span.className = "key";
+      span.title = title;
+      const sw = document.createElement("i");
+      sw.style.background = color;
+      span.append(sw, document.createTextNode(text));
+      this.legend.append(span);
+    };
+    add(PHASE.prefill, "prefill-written", "KV pages written during prefill (chunk by chunk)");
+    add(PHASE.decode, "decode-written", "KV pages opened during decode (one every page_size tokens)");
+    add(ownerColor("hint"), "hint-reserved", "Pages reserved for decode by the page hint");
+    add(ownerColor("tenant"), "other tenants", "Pages held by other tenants (fragmentation)");
+    add(FLASH.evict, "evicted / CRC fail", "Flashes: pages evicted under pressure, banks failing the CRC check");
+    this.legend.title = owners.map(([o, n]) => `${o}: ${n} pages`).join(", ");
+  }
+
+  hover(ev) {
+    if (!this.banks) return;
+    const r = this.canvas.getBoundingClientRect();
+    const b = Math.floor(((ev.clientY - r.top) / r.height) * this.banks);
+    const s = Math.floor(((ev.clientX - r.left) / r.width) * this.cap);
+    const c = this.cells && this.cells[b * this.cap + s];
+    const used = this.store.banks ? this.store.banks.used[b] : null;
+    this.canvas.title =
+      `bank ${b}, slot ${s}: ${c ? `${c.owner}, written in ${c.phase}` : "free"}` +
+      (used !== null && used !== undefined ? `\nbank ${b} holds ${used} of ${this.store.banks.capacity} pages` : "") +
+      "\nOne row per KV bank, one cell per page (simulated at full size).";
+  }
+}

@@ -1,0 +1,29 @@
+// A vertical "now" line over a Plotly time axis, moved with CSS every animation frame (no Plotly redraw).
+
+export class TimeCursor {
+  constructor(plotEl) {
+    this.plot = plotEl;
+    this.line = document.createElement("div");
+    this.line.className = "now-line";
+    plotEl.parentElement.style.position = "relative";
+    plotEl.parentElement.appendChild(this.line);
+  }
+
+  place(t) {
+    const fl = this.plot._fullLayout;
+    if (!fl || !fl.xaxis || !fl.xaxis.range) {
+      this.line.style.display = "none";
+      return;
+    }
+    const [x0, x1] = fl.xaxis.range;
+    if (t < x0 || t > x1) {
+      this.line.style.display = "none";
+      return;
+    }
+    const px = fl.margin.l + ((t - x0) / (x1 - x0)) * fl.xaxis._length;
+    this.line.style.display = "block";
+    this.line.style.left = `${this.plot.offsetLeft + px}px`;
+    this.line.style.top = `${this.plot.offsetTop + fl.margin.t}px`;
+    this.line.style.height = `${fl.yaxis._length}px`;
+  }
+}

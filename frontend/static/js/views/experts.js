@@ -1,0 +1,82 @@
+// MoE routing: a heatmap of tokens per expert per step (numpy router at scaled size), the number of
+// distinct experts whose weights a step reads (at full size), and routed vs assumed distribution.
+
+import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
+
+const MAX_COLS = 160; // most recent steps shown in the heatmap
+
+export class ExpertsView {
+  constructor(el, store, info) {
+    this.el = el;
+    this.store = store;
+    this.info = info;
+    this.drawn = "";
+  }
+
+  render(force = false) {
+    const stamp = this.store.stamp(["experts"]);
+    if (!force && stamp === this.drawn) return false;
+    this.drawn = stamp;
+    const all = this.store.experts;
+    const rows = all.slice(-MAX_COLS);
+    if (!all.length) {
+      const moe = this.store.topology && ["prefill", "decode"].some((p) => this.store.topology[p].nodes.some((n) => n.kind === "moe"));
+      this.info.textContent = moe ? "waiting for routing events" : "dense model or no routing events: nothing to route";
+      Plotly.react(this.el, [], plotLayout({ xaxis: { visible: false }, yaxis: { visible: false } }), PLOT_CONFIG);
+      return true;
+    }
+    const nExp = Math.max(...rows.map((e) => e.counts.length));
+    const label = (e) => (e.step !== null && e.step !== undefined ? `step ${e.step}` : `chunk ${e.chunk}`);
+    const x = rows.map((e, i) => i);
+    const z = [];
+    for (let j = 0; j < nExp; j++) z.push(rows.map((e) => e.counts[j] || 0));
+    // routed distribution over the whole run, sorted, against the assumed one
+    const tot = new Array(nExp).fill(0);
+    for (const e of all) e.counts.forEach((c, j) => (tot[j] += c));
+    const sum = tot.reduce((a, b) => a + b, 0) || 1;
+    const sorted = tot.map((c) => c / sum).sort((a, b) => b - a);
+    const last = all[all.length - 1];
+    const assumed = last.assumed === "balanced" ? sorted.map(() => 1 / nExp) : sorted.map((_, i) => (1 / (i + 1)) / harmonic(nExp));
+    const traces = [
+      {
+        type: "heatmap", z, x, y: [...Array(nExp).keys()], colorscale: "Viridis", showscale: false,
+        text: z.map((r) => rows.map((e) => label(e))),
+        hovertemplate: "%{text}, expert %{y}: %{z} tokens<extra>numpy router at scaled size</extra>",
+      },
+      {
+        type: "scatter", mode: "lines", x, y: rows.map((e) => e.distinct_full), xaxis: "x", yaxis: "y2",
+        line: { color: SERIES.distinct, width: 1.5 }, text: rows.map(label),
+        hovertemplate: "%{text}: %{y:.1f} distinct experts read<extra>simulated at full size</extra>",
+      },
+      {
+        type: "bar", x: sorted.map((_, i) => i), y: sorted, xaxis: "x3", yaxis: "y3", marker: { color: SERIES.latency },
+        hovertemplate: "rank %{x}: %{y:.1%} of tokens<extra>routed (numpy, scaled)</extra>",
+      },
+      {
+        type: "scatter", mode: "lines", x: sorted.map((_, i) => i), y: assumed, xaxis: "x3", yaxis: "y3",
+        line: { color: SERIES.compare, dash: "dot" }, hovertemplate: `assumed ${last.assumed}: %{y:.1%}<extra>full size</extra>`,
+      },
+    ];
+    const layout = plotLayout({
+      margin: { l: 40, r: 8, t: 6, b: 24 },
+      grid: null,
+      xaxis: { domain: [0, 0.68], gridcolor: "#2a2e42", showticklabels: false },
+      yaxis: { domain: [0.36, 1], title: { text: "expert" }, gridcolor: "#2a2e42" },
+      yaxis2: { domain: [0, 0.28], title: { text: "distinct" }, gridcolor: "#2a2e42", rangemode: "tozero" },
+      xaxis3: { domain: [0.76, 1], anchor: "y3", title: { text: "expert rank", standoff: 2 }, gridcolor: "#2a2e42" },
+      yaxis3: { domain: [0, 1], anchor: "x3", tickformat: ".0%", gridcolor: "#2a2e42" },
+    });
+    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    const top = (sorted[0] * 100).toFixed(1);
+    this.info.textContent =
+      `${all.length} routing events · router (${last.scaled_model}, scaled): top expert ${top}% of tokens; ` +
+      `assumed at full size: ${last.assumed} (${(100 / nExp).toFixed(1)}% each if balanced)`;
+    return true;
+  }
+}
+
+function harmonic(n) {
+  let h = 0;
+  for (let i = 1; i <= n; i++) h += 1 / i;
+  return h;
+}

@@ -1,0 +1,140 @@
+// Nsight-style kernel timeline: one row per stream, one bar per launch coloured by stage kind,
+// chunk ids on prefill attention launches, phase bands behind, a "now" line. Zoom/pan via Plotly.
+
+import { PHASE, PLOT_CONFIG, STAGE_KIND, plotLayout, stageColor } from "../colors.js";
+import { bytes, flops, pct, us } from "../format.js";
+
+const MAX_DRAWN = 15000; // launches drawn; beyond it only the most recent (and every attention launch) are kept
+
+function hover(k) {
+  const where = k.chunk !== null && k.chunk !== undefined ? `chunk ${k.chunk}` : k.step !== null && k.step !== undefined ? `step ${k.step}` : "";
+  return (
+    `<b>${k.name}</b><br>${k.stage} · ${k.stage_kind} · ${k.phase} ${where}<br>` +
+    `start ${us(k.start_us)}, ${us(k.dur_us)}<br>${k.shapes || ""}<br>` +
+    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)} · L2 hit ${pct(k.l2_hit)}` +
+    `<br><i>simulated at full size</i>`
+  );
+}
+
+export class TimelineView {
+  constructor(el, store, info) {
+    this.el = el;
+    this.store = store;
+    this.info = info;
+    this.drawn = "";
+    this.onRange = null; // linked axes: called with [x0, x1] or null when the user zooms
+    this.inited = false;
+  }
+
+  stamp() {
+    return this.store.stamp(["kernels", "phase"]);
+  }
+
+  traces() {
+    const s = this.store;
+    let ks = s.kernels;
+    if (ks.length > MAX_DRAWN) {
+      const recent = ks.slice(-MAX_DRAWN);
+      const attn = ks.slice(0, -MAX_DRAWN).filter((k) => k.stage_kind === "attention" && k.phase === "prefill");
+      ks = attn.concat(recent);
+    }
+    const byKind = new Map();
+    const labels = { x: [], y: [], text: [] };
+    for (const k of ks) {
+      let t = byKind.get(k.stage_kind);
+      if (!t) {
+        t = { x: [], y: [], text: [] };
+        byKind.set(k.stage_kind, t);
+      }
+      const end = k.start_us + k.dur_us;
+      const h = hover(k);
+      t.x.push(k.start_us, (k.start_us + end) / 2, end, null);
+      t.y.push(k.stream, k.stream, k.stream, null);
+      t.text.push(h, h, h, null);
+      if (k.stage_kind === "attention" && k.phase === "prefill" && k.chunk !== null && k.chunk !== undefined) {
+        labels.x.push((k.start_us + end) / 2);
+        labels.y.push(k.stream);
+        labels.text.push(`c${k.chunk}`);
+      }
+    }
+    const out = [];
+    for (const [kind, t] of byKind) {
+      out.push({
+        type: "scatter",
+        mode: "lines",
+        name: kind,
+        x: t.x,
+        y: t.y,
+        text: t.text,
+        line: { color: stageColor(kind), width: 18 },
+        hovertemplate: "%{text}<extra></extra>",
+        connectgaps: false,
+      });
+    }
+    out.push({
+      type: "scatter",
+      mode: "text",
+      name: "chunk ids",
+      meta: "chunk-labels",
+      x: labels.x,
+      y: labels.y,
+      text: labels.text,
+      textposition: "top center",
+      textfont: { color: "#c0caf5", size: 11 },
+      hoverinfo: "skip",
+      cliponaxis: false,
+    });
+    return out;
+  }
+
+  shapes() {
+    const s = this.store;
+    const shapes = [];
+    for (let i = 0; i < s.phases.length; i++) {
+      const p = s.phases[i];
+      const end = i + 1 < s.phases.length ? s.phases[i + 1].t : s.duration;
+      shapes.push({
+        type: "rect", xref: "x", yref: "paper", x0: p.t, x1: end, y0: 0, y1: 1, layer: "below",
+        fillcolor: PHASE[p.phase] || "#333", opacity: 0.07, line: { width: 0 },
+      });
+    }
+    return shapes;
+  }
+
+  render(force = false) {
+    const stamp = this.stamp();
+    if (!force && stamp === this.drawn) return false;
+    this.drawn = stamp;
+    const s = this.store;
+    const streams = [...new Set(s.kernels.map((k) => k.stream))];
+    const layout = plotLayout({
+      margin: { l: 70, r: 12, t: 18, b: 30 },
+      uirevision: `${s.scenario ? s.scenario.name : ""}:${s.duration}`,
+      xaxis: { range: this.range || [0, s.duration || 1], title: { text: "simulated time (µs)", standoff: 4 }, gridcolor: "#2a2e42", ticksuffix: "", zeroline: false },
+      yaxis: { type: "category", categoryarray: streams.length ? streams : ["compute"], gridcolor: "#2a2e42", fixedrange: true, automargin: true },
+      shapes: this.shapes(),
+      dragmode: "zoom",
+      hovermode: "closest",
+    });
+    Plotly.react(this.el, this.traces(), layout, PLOT_CONFIG);
+    if (!this.inited) {
+      this.inited = true;
+      this.el.on("plotly_relayout", (ev) => {
+        if (!this.onRange) return;
+        if (ev["xaxis.autorange"]) this.onRange(null);
+        else if (ev["xaxis.range[0]"] !== undefined) this.onRange([ev["xaxis.range[0]"], ev["xaxis.range[1]"]]);
+      });
+    }
+    const attn = s.kernels.filter((k) => k.stage_kind === "attention" && k.phase === "prefill").length;
+    this.info.textContent = `${s.kernels.length} launches · ${s.chunks.length} chunks · ${attn} prefill attention launches`;
+    return true;
+  }
+
+  setRange(range) {
+    if (!this.inited) return;
+    this.range = range;
+    Plotly.relayout(this.el, range ? { "xaxis.range": range } : { "xaxis.range": [0, this.store.duration || 1] });
+  }
+}
+
+export const LEGEND = STAGE_KIND;

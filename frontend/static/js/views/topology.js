@@ -1,0 +1,137 @@
+// The layer as a graph of its stages for the running phase (prefill or decode). Nodes are coloured by
+// stage kind; the stage whose kernel is running lights up; edge width is the bytes moved along it.
+
+import { stageColor } from "../colors.js";
+import { bytes, us } from "../format.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const W = 1000;
+const H = 230;
+const NODE_W = 104;
+const NODE_H = 44;
+
+function el(tag, attrs, parent) {
+  const n = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
+  if (parent) parent.appendChild(n);
+  return n;
+}
+
+export class TopologyView {
+  constructor(svg, store, phaseLabel, tabs) {
+    this.svg = svg;
+    this.store = store;
+    this.phaseLabel = phaseLabel;
+    this.mode = "auto";
+    this.shown = null;
+    this.nodes = new Map();
+    this.active = null;
+    this.stats = new Map(); // stage -> last kernel
+    tabs.forEach((b) =>
+      b.addEventListener("click", () => {
+        this.mode = b.dataset.phase;
+        tabs.forEach((t) => t.classList.toggle("on", t === b));
+        this.shown = null;
+      }),
+    );
+  }
+
+  positions(nodes) {
+    // one row for short graphs; otherwise a snake of two rows (left to right, then right to left)
+    const perRow = nodes.length <= 8 ? nodes.length : Math.ceil(nodes.length / 2);
+    const gap = (W - 20) / Math.max(perRow, 1);
+    return nodes.map((n, i) => {
+      const row = Math.floor(i / perRow);
+      const col = row % 2 === 0 ? i % perRow : perRow - 1 - (i % perRow);
+      return { x: 10 + gap * col + (gap - NODE_W) / 2, y: nodes.length <= 8 ? 90 : 30 + row * 120 };
+    });
+  }
+
+  build(phase) {
+    const topo = this.store.topology;
+    this.svg.replaceChildren();
+    this.nodes.clear();
+    this.active = null;
+    if (!topo) return;
+    const g = topo[phase];
+    const pos = new Map();
+    this.positions(g.nodes).forEach((p, i) => pos.set(g.nodes[i].id, p));
+    const maxBytes = Math.max(1, ...g.edges.map((e) => e.bytes));
+    const defs = el("defs", {}, this.svg);
+    const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 5, markerHeight: 5, orient: "auto-start-reverse" }, defs);
+    el("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#565f89" }, marker);
+    for (const e of g.edges) {
+      const a = pos.get(e.source);
+      const b = pos.get(e.target);
+      if (!a || !b) continue;
+      const x0 = a.x + NODE_W / 2;
+      const y0 = a.y + NODE_H / 2;
+      const x1 = b.x + NODE_W / 2;
+      const y1 = b.y + NODE_H / 2;
+      const bend = Math.abs(y1 - y0) < 1 && Math.abs(x1 - x0) > 1.5 * (W / 8) ? -60 : 0; // skip-edges arc over the row
+      const mx = (x0 + x1) / 2;
+      const my = (y0 + y1) / 2 + bend;
+      const width = 1 + 9 * Math.sqrt(e.bytes / maxBytes);
+      const path = el("path", {
+        d: `M ${x0} ${y0} Q ${mx} ${my} ${x1} ${y1}`, class: "edge", "stroke-width": width.toFixed(1), fill: "none",
+        "marker-end": "url(#arrow)",
+      }, this.svg);
+      const t = el("title", {}, path);
+      t.textContent = `${e.source} → ${e.target}: ${bytes(e.bytes)} per ${phase === "prefill" ? "chunk" : "step"} (width ∝ √bytes)`;
+    }
+    for (const n of g.nodes) {
+      const p = pos.get(n.id);
+      const grp = el("g", { class: "node", transform: `translate(${p.x},${p.y})`, "data-stage": n.id }, this.svg);
+      el("rect", { width: NODE_W, height: NODE_H, rx: 6, fill: "#1f2335", stroke: stageColor(n.kind), "stroke-width": 2 }, grp);
+      el("rect", { width: 5, height: NODE_H, rx: 2, fill: stageColor(n.kind) }, grp);
+      const label = el("text", { x: NODE_W / 2 + 2, y: 18, "text-anchor": "middle", class: "node-label" }, grp);
+      label.textContent = n.label.length > 16 ? `${n.label.slice(0, 15)}…` : n.label;
+      const sub = el("text", { x: NODE_W / 2 + 2, y: 34, "text-anchor": "middle", class: "node-sub" }, grp);
+      sub.textContent = n.precision || n.kind;
+      const title = el("title", {}, grp);
+      this.nodes.set(n.id, { grp, title, info: n, sub });
+      this.describe(n.id);
+    }
+  }
+
+  describe(id) {
+    const node = this.nodes.get(id);
+    if (!node) return;
+    const n = node.info;
+    const k = this.stats.get(id);
+    node.title.textContent =
+      `${n.label} (${n.kind}${n.bound ? `, ${n.bound}-bound` : ""})\n` +
+      (n.kernels.length ? `kernels: ${n.kernels.join(", ")}\n` : "") +
+      (n.precision ? `precision: ${n.precision}\n` : "") +
+      (n.access ? `memory access: ${n.access}\n` : "") +
+      (k ? `last launch: ${us(k.dur_us)}, ${bytes(k.bytes)} moved, ${k.bound}-bound` : "not launched yet");
+  }
+
+  render() {
+    const s = this.store;
+    const phase = this.mode === "auto" ? (s.phase === "decode" ? "decode" : "prefill") : this.mode;
+    const stamp = `${s.stamp(["kernels", "phase"])}`;
+    if (phase !== this.shown || s.ver.reset !== this.resetSeen) {
+      this.resetSeen = s.ver.reset;
+      this.shown = phase;
+      this.phaseLabel.textContent = `${phase} · ${s.topology ? `${s.topology.model} / ${s.topology.runtime}` : ""}`;
+      this.build(phase);
+      this.drawn = "";
+    }
+    if (stamp === this.drawn) return false;
+    this.drawn = stamp;
+    for (const k of s.frameKernels) this.stats.set(k.stage, k);
+    const k = s.lastKernel;
+    const id = k && k.phase === phase ? k.stage : null;
+    if (id !== this.active) {
+      if (this.active && this.nodes.get(this.active)) this.nodes.get(this.active).grp.classList.remove("active");
+      if (id && this.nodes.get(id)) this.nodes.get(id).grp.classList.add("active");
+      this.active = id;
+    }
+    if (id && this.nodes.get(id)) {
+      this.nodes.get(id).sub.textContent = us(k.dur_us);
+      this.describe(id);
+    }
+    return true;
+  }
+}
