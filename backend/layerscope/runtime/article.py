@@ -124,8 +124,8 @@ class ArticleRuntime(RuntimePlan):
             "attention",
             4.0 * b * m.num_attention_heads * m.head_dim * context_len + 2.0 * b * h * m.q_dim,
             o_proj_w + 2 * b * m.q_dim * ACT_BYTES,
-            shapes=f"q[{b},{m.num_attention_heads},{m.head_dim}] x kv[{context_len}] (fetched), then o_proj",
-            dtype=w,
+            shapes=f"q[{b},{m.num_attention_heads},{m.head_dim}] x kv[{context_len}] (fetched), then o_proj ({w})",
+            dtype=m.kv_dtype,
         )
         stages = [
             Kernel(
@@ -135,6 +135,7 @@ class ArticleRuntime(RuntimePlan):
                 0.0,
                 b * row + b * h * ACT_BYTES,
                 shapes=f"{b} row(s) of [{m.vocab_size},{h}] ({m.embedding_dtype})",
+                dtype=m.embedding_dtype,
                 l2_bytes=b * row,
             ),
             Kernel(
@@ -167,6 +168,7 @@ class ArticleRuntime(RuntimePlan):
                 0.0,
                 0.0,
                 fixed_us=p.quant_context_switch_us,
+                dtype="",
                 shapes="prefill -> decode quantization context",
                 own_launch=False,
             ),
@@ -177,6 +179,7 @@ class ArticleRuntime(RuntimePlan):
                 0.0,
                 0.0,
                 fixed_us=p.init_us,
+                dtype="",
                 shapes="decode pipeline initialisation",
                 own_launch=False,
             ),
@@ -187,6 +190,7 @@ class ArticleRuntime(RuntimePlan):
                 0.0,
                 0.0,
                 fixed_us=p.l2_warmup_us,
+                dtype="",
                 shapes="L2 warm-up",
                 own_launch=False,
             ),

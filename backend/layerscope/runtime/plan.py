@@ -80,15 +80,22 @@ class RuntimePlan:
         """(label, memory access pattern) of a stage; runtimes override for their own stages."""
         return STAGE_INFO.get(stage, (stage.replace("_", " "), ""))
 
-    def topology(self, model: ModelConfig, cost: CostModel | None = None) -> Topology:
-        """Stages in launch order per phase, edges carrying the activation bytes of one 4096-token chunk /
-        one decode step at 8k context. With a cost model, each stage also gets its bound."""
-        prefill = self.prefill_chunk(model, TOPOLOGY_PREFILL_TOKENS, 0)
-        decode = self.switch_over(model) + self.decode_step(model, TOPOLOGY_DECODE_CONTEXT)
+    def topology(
+        self,
+        model: ModelConfig,
+        cost: CostModel | None = None,
+        prefill_tokens: int = TOPOLOGY_PREFILL_TOKENS,
+        decode_context: int = TOPOLOGY_DECODE_CONTEXT,
+    ) -> Topology:
+        """Stages in launch order per phase (node ids == Kernel.stage), edges carrying the activation bytes of
+        one prefill chunk of `prefill_tokens` / one decode step at `decode_context`. With a cost model, each
+        stage also gets its bound (that of its slowest kernel)."""
+        prefill = self.prefill_chunk(model, prefill_tokens, 0)
+        decode = self.switch_over(model) + self.decode_step(model, decode_context)
         return Topology(
             model=model.name,
             runtime=self.name,
-            prefill=self._phase(model, prefill, TOPOLOGY_PREFILL_TOKENS, cost),
+            prefill=self._phase(model, prefill, prefill_tokens, cost),
             decode=self._phase(model, decode, 1, cost),
         )
 
@@ -115,7 +122,7 @@ class RuntimePlan:
                     label=label,
                     kind=main.kind,
                     kernels=[k.name for k in ks],
-                    precision=", ".join(sorted({k.dtype for k in ks})),
+                    precision=", ".join(sorted({k.dtype for k in ks if k.dtype})),
                     access=access,
                     bound=bound,
                 )

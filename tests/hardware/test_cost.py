@@ -1,0 +1,122 @@
+"""The calibrated roofline: bounds, quantization, L2, launches, MoE distinct experts, attention work."""
+
+from __future__ import annotations
+
+import pytest
+
+from layerscope.hardware.cost import (
+    FITTED,
+    CostModel,
+    attention_flops,
+    expected_distinct_experts,
+    expected_distinct_experts_skewed,
+    plain_roofline,
+    wave_quantization,
+)
+from layerscope.hardware.gpus import gpu
+from layerscope.model.config import preset
+from layerscope.runtime.kernels import CostEnv, Kernel
+from layerscope.runtime.plan import get_runtime
+
+H100 = gpu("h100-sxm")
+QWEN = preset("qwen3-235b-a22b")
+
+
+def _stream(nbytes: float, **kw: object) -> Kernel:
+    return Kernel("copy", "x", "memory", 0.0, nbytes, **kw)  # type: ignore[arg-type]
+
+
+def test_decode_is_memory_bound_and_prefill_gemms_compute_bound() -> None:
+    cm = CostModel(H100)
+    plan = get_runtime("vllm")
+    decode = [cm.cost(k) for k in plan.decode_step(QWEN, 8192)]
+    assert not [c for c in decode if c.bound == "compute"]
+    weights = [c for c in decode if c.kernel.stage in ("qkv_proj", "o_proj", "experts", "attention") and c.time_us > 5]
+    assert len(weights) >= 5 and all(c.bound == "memory" for c in weights)
+    prefill = [cm.cost(k) for k in plan.prefill_chunk(QWEN, 4096, 0)]
+    gemms = [c for c in prefill if c.kernel.stage in ("qkv_proj", "o_proj")]
+    assert len(gemms) == 2 and all(c.bound == "compute" for c in gemms)
+    assert all(0 < c.hbm_util <= 1 for c in prefill + decode)
+
+
+def test_expected_distinct_experts() -> None:
+    assert expected_distinct_experts(1, 128, 8) == pytest.approx(8.0)
+    assert 127.9 < expected_distinct_experts(4096, 128, 8) <= 128
+    values = [expected_distinct_experts(n, 128, 8) for n in (1, 2, 4, 16, 64, 256)]
+    assert values == sorted(values)
+    # popularity skew concentrates tokens on fewer experts; s = 0 is the balanced case
+    assert expected_distinct_experts_skewed(16, 128, 8, s=1.0) < expected_distinct_experts(16, 128, 8)
+    assert expected_distinct_experts_skewed(16, 128, 8, s=0.0) == pytest.approx(expected_distinct_experts(16, 128, 8))
+
+
+def test_causal_attention_is_half_the_square() -> None:
+    full = attention_flops(4096, 0, 64, 128, causal=False)
+    causal = attention_flops(4096, 0, 64, 128, causal=True)
+    assert causal / full == pytest.approx(0.5, rel=1e-3)
+    # with cached context the cached block is full, only the new block is triangular
+    assert attention_flops(4096, 4096, 64, 128) == pytest.approx(full + causal)
+
+
+def test_memory_time_follows_bandwidth_and_contention() -> None:
+    cm = CostModel(H100)
+    small, big = cm.cost(_stream(1e8)), cm.cost(_stream(2e8))
+    assert big.parts["memory_us"] == pytest.approx(2 * small.parts["memory_us"])
+    stolen = cm.cost(_stream(1e8), CostEnv(hbm_bw_scale=0.5))
+    assert stolen.parts["memory_us"] == pytest.approx(2 * small.parts["memory_us"])
+    assert cm.cost(_stream(1e8), CostEnv(extra_bytes=1e8)).time_us > small.time_us
+    assert gpu("b200") and CostModel(gpu("b200")).cost(_stream(1e8)).time_us < small.time_us
+
+
+def test_l2_residency_when_warm_and_fitting() -> None:
+    cm = CostModel(H100)
+    row = _stream(1e6, l2_bytes=1e6)
+    warm, cold = cm.cost(row), cm.cost(row, CostEnv(l2_warm=False))
+    assert warm.l2_hit == pytest.approx(1.0) and cold.l2_hit == 0.0
+    assert warm.parts["memory_us"] < cold.parts["memory_us"]
+    too_big = cm.cost(_stream(1e9, l2_bytes=1e9))  # does not fit in 50 MB: streams from HBM
+    assert too_big.l2_hit < 0.1
+
+
+def test_launch_overhead_fused_stages_and_fixed_costs() -> None:
+    cm = CostModel(H100)
+    tiny = cm.cost(_stream(1e3))
+    assert tiny.bound == "latency" and tiny.time_us >= FITTED.launch_us
+    assert cm.cost(_stream(1e3, own_launch=False)).parts["launch_us"] == 0.0
+    assert cm.cost(_stream(1e3, count=3)).parts["launch_us"] == pytest.approx(3 * FITTED.launch_us)
+    fixed = cm.cost(_stream(0.0, fixed_us=1200.0, own_launch=False))
+    assert fixed.time_us == pytest.approx(1200.0) and fixed.bound == "latency"
+
+
+def test_gemm_tile_and_wave_quantization() -> None:
+    sms = H100.sms
+    assert wave_quantization(sms, 4096, sms) == pytest.approx(1.0)
+    assert wave_quantization(sms + 1, 4096, sms) > 1.0  # a nearly empty second wave...
+    assert wave_quantization(sms + 1, 4096, sms) < 2.0  # ...that split-K partly fills
+    assert wave_quantization(sms + 1, 64, sms) == pytest.approx(2 * sms / (sms + 1))  # K too shallow to split
+    cm = CostModel(H100)
+
+    def gemm(m: int) -> Kernel:
+        return Kernel("g", "x", "gemm", 2.0 * m * 4096 * 4096, 0.0, gemm=(m, 4096, 4096))
+
+    # M = 129 pads to two 128-row tiles: nearly the compute time of M = 256
+    assert cm.compute_us(gemm(129)) == pytest.approx(cm.compute_us(gemm(256)), rel=0.01)
+    # small-M regime: one token pays for a 16-row fragment, not a 128-row tile
+    assert cm.compute_us(gemm(1)) == pytest.approx(cm.compute_us(gemm(16)), rel=0.01)
+    assert cm.compute_us(gemm(1)) < cm.compute_us(gemm(128)) / 4
+
+
+def test_fp8_gemm_is_faster_on_hopper_not_on_ampere() -> None:
+    plan = get_runtime("vllm")
+
+    def qkv_compute(g: str, dtype: str) -> float:
+        k = next(k for k in plan.prefill_chunk(QWEN, 4096, 0, dtype) if k.stage == "qkv_proj")
+        return CostModel(gpu(g)).compute_us(k)
+
+    assert qkv_compute("h100-sxm", "fp8") == pytest.approx(qkv_compute("h100-sxm", "bf16") / 2, rel=1e-3)
+    assert qkv_compute("a100-80g-sxm", "fp8") == pytest.approx(qkv_compute("a100-80g-sxm", "bf16"))
+
+
+def test_plain_roofline_is_never_slower() -> None:
+    plain, fitted = plain_roofline(H100), CostModel(H100)
+    for k in get_runtime("vllm").prefill_chunk(QWEN, 1024, 0) + get_runtime("vllm").decode_step(QWEN, 4096):
+        assert plain.cost(k).time_us <= fitted.cost(k).time_us
