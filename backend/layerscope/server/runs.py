@@ -7,6 +7,7 @@ turned into JSON-ready dicts once, so fifty viewers of the same preset cost one 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from layerscope.events import MERGEABLE_KINDS, Topology
 from layerscope.scenario import ScenarioSpec
 
+log = logging.getLogger("layerscope.server")
 MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `loaded`
 
 
@@ -53,6 +55,20 @@ def _finite(v: Any) -> Any:
 
 def event_dict(event: BaseModel) -> dict[str, Any]:
     return {k: _finite(v) for k, v in event.model_dump(mode="json").items()}
+
+
+def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
+    """The claims table: the result's own if it carries one, else computed by layerscope.claims."""
+    own = getattr(result, "claims", None)
+    if own is not None:
+        return [dict(c) if isinstance(c, dict) else c.model_dump(mode="json") for c in own]
+    try:
+        from layerscope.claims import build_claims
+
+        return [_finite(dict(c)) for c in build_claims(result)]
+    except Exception:  # a claims bug must not stop the run from playing
+        log.exception("claims table failed for %s", result.spec.name)
+        return []
 
 
 def _end_us(e: dict[str, Any]) -> float:
@@ -97,7 +113,7 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
 def prepare(result: SimResultLike) -> PreparedRun:
     events = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
     duration = max((_end_us(e) for e in events), default=0.0)
-    claims = [dict(c) if isinstance(c, dict) else c.model_dump(mode="json") for c in getattr(result, "claims", [])]
+    claims = claims_of(result)
     return PreparedRun(
         spec=result.spec,
         events=events,

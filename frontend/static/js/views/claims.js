@@ -10,9 +10,9 @@ export function renderClaims(el, claims) {
   const rows = claims
     .map((c) => {
       const verdict = String(c.verdict || "");
-      const cls = /consistent|ok|match/i.test(verdict) ? "ok" : "off";
+      const cls = /^consistent/i.test(verdict) ? "ok" : /^off/i.test(verdict) ? "off" : "na";
       return (
-        `<tr title="${esc(c.explanation || "")}"><td>${esc(c.claim)}</td><td class="num">${esc(c.stated)} ${esc(c.unit || "")}</td>` +
+        `<tr title="${esc(c.explanation || "")}"><td>${esc(c.claim)}</td><td class="num">${esc(fmt(c.stated))} ${esc(c.unit || "")}</td>` +
         `<td class="num">${esc(fmt(c.simulated))} ${esc(c.unit || "")}</td><td class="${cls}">${esc(verdict)}</td></tr>`
       );
     })
@@ -24,5 +24,6 @@ export function renderClaims(el, claims) {
 }
 
 function fmt(v) {
+  if (v === null || v === undefined) return "—";
   return typeof v === "number" ? (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3)) : v;
 }
