@@ -27,11 +27,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(f"fitted:  {constants_literal(report.constants)}")
     print(f"stored:  {constants_literal(report.stored)}   (hardware/cost.py FITTED)")
-    print(f"\n{'in sample, fitted constants':38s} {_pct(report.in_sample)}")
-    print(f"{'in sample, stored constants':38s} {_pct(report.stored_in_sample)}")
-    print(f"{'plain roofline (baseline)':38s} {_pct(report.plain)}")
+    print(f"\n{'in sample, fitted constants':44s} {_pct(report.in_sample)}")
+    print(f"{'in sample, stored constants':44s} {_pct(report.stored_in_sample)}")
+    print(f"{'plain roofline (baseline)':44s} {_pct(report.plain)}")
     for name, err in report.held_out.items():
-        print(f"{'held out: ' + name:38s} {_pct(err)}")
+        print(f"{'held out: ' + name:44s} {_pct(err)}")
     print(f"\n{'op':26s} {'median':>8s} {'p90':>8s} {'plain':>8s}")
     for op, e in report.per_op.items():
         print(f"{op:26s} {100 * e['median']:7.1f}% {100 * e['p90']:7.1f}% {100 * e['plain_median']:7.1f}%")

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import csv
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
 
 from layerscope.hardware.cost import DEFAULT_ENV, FITTED, PLAIN, CostModel, FittedConstants
-from layerscope.hardware.gpus import GPU, gpu
+from layerscope.hardware.gpus import gpu
 from layerscope.runtime.kernels import Kernel
 
 CSV_GPU = {"a100": "a100-80g-sxm", "h100": "h100-sxm"}
@@ -204,36 +205,18 @@ def summary(err: np.ndarray) -> dict[str, float]:
     return {"median": float(np.median(err)), "p90": float(np.percentile(err, 90)), "n": int(err.size)}
 
 
-def _subset(samples: list[Sample], keep) -> list[Sample]:  # noqa: ANN001
-    return [s for s in samples if keep(s)]
-
-
-def even_tokens(s: Sample) -> bool:
-    """Half of the token counts: alternate through the sorted list of distinct counts."""
-    return s.tokens in _EVEN
-
-
-_EVEN: set[int] = set()
+def _split(samples: list[Sample], keep: Callable[[Sample], bool]) -> tuple[list[Sample], list[Sample]]:
+    """(samples where keep is true, the rest)."""
+    return [s for s in samples if keep(s)], [s for s in samples if not keep(s)]
 
 
 def splits(samples: list[Sample]) -> dict[str, tuple[list[Sample], list[Sample]]]:
-    """name -> (fit on, test on)."""
-    counts = sorted({s.tokens for s in samples})
-    _EVEN.clear()
-    _EVEN.update(counts[0::2])
+    """name -> (fit on, test on). "Half the token counts": every other value of the sorted distinct counts."""
+    half = set(sorted({s.tokens for s in samples})[0::2])
     return {
-        "fit a100 -> test h100": (
-            _subset(samples, lambda s: s.gpu == "a100-80g-sxm"),
-            _subset(samples, lambda s: s.gpu == "h100-sxm"),
-        ),
-        "fit h100 -> test a100": (
-            _subset(samples, lambda s: s.gpu == "h100-sxm"),
-            _subset(samples, lambda s: s.gpu == "a100-80g-sxm"),
-        ),
-        "fit half tokens -> test other half": (
-            _subset(samples, even_tokens),
-            _subset(samples, lambda s: not even_tokens(s)),
-        ),
+        "fit a100 -> test h100": _split(samples, lambda s: s.gpu == "a100-80g-sxm"),
+        "fit h100 -> test a100": _split(samples, lambda s: s.gpu == "h100-sxm"),
+        "fit half tokens -> test other half": _split(samples, lambda s: s.tokens in half),
     }
 
 
@@ -298,6 +281,3 @@ def _plain_errors(samples: list[Sample]) -> np.ndarray:
 
 def constants_literal(c: FittedConstants) -> str:
     return "FittedConstants(" + ", ".join(f"{fl.name}={getattr(c, fl.name):.4g}" for fl in fields(c)) + ")"
-
-
-__all__ = ["GPU", "calibrate", "load_samples", "features", "predict", "fit", "errors", "Report"]

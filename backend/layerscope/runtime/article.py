@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from layerscope.hardware.cost import attention_flops
+from layerscope.hardware.cost import attention_flops, flash_prefill_bytes
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, weight_bytes
@@ -92,7 +92,7 @@ class ArticleRuntime(RuntimePlan):
                 "attention",
                 "attention",
                 attention_flops(t, context_before, m.num_attention_heads, m.head_dim, causal=True),
-                2 * t * m.q_dim * ACT_BYTES + 2 * (context_before + t) * m.kv_dim * kv_b,
+                flash_prefill_bytes(t, context_before, m.q_dim, m.kv_dim, ACT_BYTES, kv_b),
                 shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{context_before + t}] causal",
             ),
             gemm_kernel("qwen3_prefill_dequant_matmul", "o_proj", t, h, m.q_dim, w, g),

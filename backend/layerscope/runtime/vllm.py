@@ -21,7 +21,12 @@ a decode token reads 8 of 128 experts, a 4096-token chunk reads them all.
 
 from __future__ import annotations
 
-from layerscope.hardware.cost import attention_flops, decode_attention_bytes, expected_distinct_experts
+from layerscope.hardware.cost import (
+    attention_flops,
+    decode_attention_bytes,
+    expected_distinct_experts,
+    flash_prefill_bytes,
+)
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, weight_bytes
@@ -99,7 +104,7 @@ class VllmRuntime(RuntimePlan):
     def _prefill_attention(self, m: ModelConfig, t: int, ctx: int) -> list[Kernel]:
         flops = attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True)
         kv_b = DTYPE_BYTES[m.kv_dtype]
-        byts = 2 * t * m.q_dim * ACT_BYTES + 2 * (ctx + t) * m.kv_dim * kv_b  # Q, O once; K, V once per pass
+        byts = flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b)  # Q, O once; K, V once per pass
         return [
             Kernel(
                 "flash_fwd_kernel",
