@@ -116,22 +116,30 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, num_past: int) -> np.ndarray:
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, num_past: int, block: int = 64) -> np.ndarray:
     """Softmax attention of T new queries over S = num_past + T keys; query i sees keys 0 .. num_past + i.
 
-    q: (T, nh, hd); k, v: (S, n_kv, hd). Query head j reads kv head j // g (GQA)."""
+    q: (T, nh, hd); k, v: (S, n_kv, hd). Query head j reads kv head j // g (GQA). Queries go in blocks of
+    `block` tokens, each against only the keys it can see, so the masked half of a prefill is mostly skipped."""
     t, nh, hd = q.shape
     s, n_kv, _ = k.shape
     g = nh // n_kv
-    qg = q.reshape(t, n_kv, g, hd).transpose(1, 2, 0, 3)  # (n_kv, g, T, hd)
-    kt = k.transpose(1, 2, 0)  # (n_kv, hd, S)
-    scores = (qg @ kt[:, None]) * np.float32(1.0 / np.sqrt(hd))  # (n_kv, g, T, S)
-    future = np.arange(s)[None, :] > (num_past + np.arange(t))[:, None]  # (T, S)
-    scores = np.where(future, np.float32(-np.inf), scores)  # (n_kv, g, T, S)
-    scores = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (n_kv, g, T, S)
-    probs = scores / scores.sum(axis=-1, keepdims=True)  # (n_kv, g, T, S)
-    out = probs @ v.transpose(1, 0, 2)[:, None]  # (n_kv, g, T, hd)
-    return out.transpose(2, 0, 1, 3).reshape(t, nh * hd)  # (T, nh*hd)
+    q = q * np.float32(1.0 / np.sqrt(hd))  # (T, nh, hd) scale folded into q
+    qg = q.reshape(t, n_kv, g, hd).transpose(1, 0, 2, 3).reshape(n_kv, t * g, hd)  # (n_kv, T*g, hd) rows = (t, g)
+    kt = np.ascontiguousarray(k.transpose(1, 2, 0))  # (n_kv, hd, S)
+    vh = np.ascontiguousarray(v.transpose(1, 0, 2))  # (n_kv, S, hd)
+    out = np.empty((n_kv, t * g, hd), dtype=np.float32)  # (n_kv, T*g, hd)
+    for t0 in range(0, t, block):
+        t1 = min(t, t0 + block)
+        sb = num_past + t1  # keys visible to this block
+        scores = qg[:, t0 * g : t1 * g] @ kt[:, :, :sb]  # (n_kv, B*g, Sb)
+        future = np.arange(sb)[None, :] > (num_past + np.arange(t0, t1))[:, None]  # (B, Sb)
+        mask = np.where(future, np.float32(-np.inf), np.float32(0.0))  # (B, Sb)
+        scores.reshape(n_kv, t1 - t0, g, sb)[...] += mask[None, :, None, :]  # (n_kv, B, g, Sb) view
+        scores -= scores.max(axis=-1, keepdims=True)  # (n_kv, B*g, Sb)
+        np.exp(scores, out=scores)  # unnormalised probabilities
+        out[:, t0 * g : t1 * g] = (scores @ vh[:, :sb]) / scores.sum(axis=-1, keepdims=True)  # (n_kv, B*g, hd)
+    return out.reshape(n_kv, t, g, hd).transpose(1, 0, 2, 3).reshape(t, nh * hd)  # (T, nh*hd)
 
 
 class Layer:
@@ -156,6 +164,21 @@ class Layer:
             if got != shape:
                 raise ValueError(f"weight {name!r} has shape {got}, expected {shape}")
             self.weights[name] = w
+        self._gate_up = self._fuse_gate_up()
+
+    def _fuse_gate_up(self) -> dict[str, np.ndarray]:
+        """Per MLP/expert prefix, one (2I, H) array holding gate rows then up rows; the `gate_proj` and
+        `up_proj` entries of `weights` become views of it, so one matmul serves both (and in-place edits of
+        either entry show in it). Packed weights are left alone and take the unfused path."""
+        fused: dict[str, np.ndarray] = {}
+        prefixes = [f"mlp.experts.{e}." for e in range(self.config.num_experts)] if self.config.is_moe else ["mlp."]
+        for p in prefixes:
+            gate, up = self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"]
+            if isinstance(gate, np.ndarray) and isinstance(up, np.ndarray):
+                both = np.concatenate([gate, up])  # (2I, H)
+                self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"] = np.split(both, 2)
+                fused[p] = both
+        return fused
 
     # -- construction -----------------------------------------------------------------------
     @classmethod
@@ -215,8 +238,14 @@ class Layer:
     # -- MLP --------------------------------------------------------------------------------
     def swiglu(self, prefix: str, x: np.ndarray) -> np.ndarray:
         """down(silu(gate(x)) * up(x)) for the MLP or expert at `prefix` (e.g. 'mlp.experts.3.')."""
-        act = silu(self.linear(prefix + "gate_proj", x)) * self.linear(prefix + "up_proj", x)  # (n, I)
-        return self.linear(prefix + "down_proj", act)  # (n, H)
+        both = self._gate_up.get(prefix)
+        gate, up = self.weights[prefix + "gate_proj.weight"], self.weights[prefix + "up_proj.weight"]
+        if both is not None and getattr(gate, "base", None) is both and getattr(up, "base", None) is both:
+            gu = x @ both.T  # (n, 2I) gate and up in one matmul
+            g, u = np.split(gu, 2, axis=1)  # (n, I) each
+        else:  # packed weights, or entries replaced since construction
+            g, u = self.linear(prefix + "gate_proj", x), self.linear(prefix + "up_proj", x)  # (n, I) each
+        return self.linear(prefix + "down_proj", silu(g) * u)  # (n, H)
 
     def route(self, x_normed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Router: softmax over experts in float32, top-k, renormalised when norm_topk_prob.
@@ -239,10 +268,11 @@ class Layer:
         order = np.argsort(flat, kind="stable")  # (T*k,) (token, slot) pairs grouped by expert
         counts = np.bincount(flat, minlength=self.config.num_experts)  # (E,)
         ends = np.cumsum(counts)  # (E,)
-        out_sorted = np.empty((t * k, x.shape[1]), dtype=np.float32)  # (T*k, H)
+        x_sorted = x[order // k]  # (T*k, H) each token once per expert it chose, grouped by expert
+        out_sorted = np.empty_like(x_sorted)  # (T*k, H)
         for e in np.nonzero(counts)[0]:
-            rows = order[ends[e] - counts[e] : ends[e]]  # (n_e,) flat (token, slot) ids
-            out_sorted[ends[e] - counts[e] : ends[e]] = self.swiglu(f"mlp.experts.{e}.", x[rows // k])  # (n_e, H)
+            rows = slice(ends[e] - counts[e], ends[e])  # this expert's group
+            out_sorted[rows] = self.swiglu(f"mlp.experts.{e}.", x_sorted[rows])  # (n_e, H)
         out = np.empty_like(out_sorted)  # (T*k, H)
         out[order] = out_sorted
         return np.einsum("tkh,tk->th", out.reshape(t, k, -1), weight)  # (T, H)
