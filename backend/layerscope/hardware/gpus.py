@@ -85,7 +85,8 @@ H200 = GPU(
 # BF16 4.5 PFLOPS and FP8 9 PFLOPS with sparsity -> 2.25 / 4.5 PFLOPS dense; FP32 80 TFLOPS;
 # HBM3e 8 TB/s, 180 GB per GPU as shipped in HGX/DGX B200 (1,440 GB per 8 GPUs).
 # SMs: 148 (2 dies x 74 enabled SMs; CUDA deviceQuery, Chips and Cheese "Nvidia's B200", 2025).
-# L2: 126 MB as reported by the CUDA runtime (cudaDevAttrL2CacheSize) on B200; NVIDIA publishes no L2 figure.
+# L2: 126 MB, the figure device queries and press coverage of Blackwell's memory hierarchy report; NVIDIA's
+# datasheet gives no L2 size, so treat it as approximate (it only decides what counts as L2-resident).
 B200 = GPU(
     name="b200",
     bf16_flops=2250 * TB,
