@@ -24,8 +24,9 @@ def blas_info() -> str:
         return ", ".join(
             f"{i.get('internal_api')} {i.get('architecture')} x{i.get('num_threads')}" for i in threadpool_info()
         )
-    except ImportError:
-        return "unknown (threadpoolctl not installed)"
+    except ImportError:  # threadpoolctl is not a dependency: fall back to numpy's build information
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas.get('name')} {blas.get('version')} (threads not reported)"
 
 
 def main() -> None:

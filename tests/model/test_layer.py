@@ -184,3 +184,16 @@ def test_bad_inputs_raise_value_error() -> None:
         Layer(TINY.config, weights)
     with pytest.raises(ValueError, match="RoPE type 'yarn'"):
         Layer(TINY.config.scaled(rope_type="yarn"), TINY.weights)
+
+
+def test_weight_edits_in_place_and_replacements_both_reach_the_output() -> None:
+    layer = Layer.random(preset("tiny"), 5)
+    x = inputs(16, 64, seed=1)
+    base = layer.forward(x, np.arange(16))
+    experts = np.unique(layer.forward_traced(x, np.arange(16))[1].topk_idx)
+    gate = f"mlp.experts.{experts[0]}.gate_proj.weight"
+    layer.weights[gate] *= 2.0  # in place: the fused gate|up matmul must see it
+    edited = layer.forward(x, np.arange(16))
+    assert rel_err(edited, base) > 1e-3
+    layer.weights[gate] = layer.weights[gate] / 2.0  # a new array: the unfused path takes over
+    np.testing.assert_allclose(layer.forward(x, np.arange(16)), base, rtol=1e-5, atol=1e-5)
