@@ -1,0 +1,90 @@
+"""The dashboard in headless Chromium against the real server and engine."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+PANELS = ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls", "tour"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+STORE = "window.__layerscope.store"
+
+
+def open_scenario(page, url: str, name: str) -> None:
+    page.page.goto(f"{url}/?scenario={name}")
+    page.wait(f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{name}'")
+
+
+def bank_pixels(page) -> str:
+    data = page.js("document.getElementById('banks-canvas').toDataURL()")
+    return hashlib.sha256(data.encode()).hexdigest()
+
+
+def test_page_loads_clean_with_every_panel(page, server_url: str) -> None:
+    open_scenario(page, server_url, "prefill-8k-chunked")
+    for panel in PANELS:
+        assert page.page.get_by_test_id(panel).is_visible(), panel
+    for control in ["scenario-select", "play", "pause", "step", "speed", "scrubber"]:
+        assert page.page.get_by_test_id(control).is_visible(), control
+    options = page.js("[...document.querySelectorAll('[data-testid=scenario-select] option')].map(o => o.value)")
+    assert "decode-pulses" in options and "prefill-8k-chunked" in options
+    page.wait("window.__layerscope.stats.raf > 10")
+    assert page.problems == []
+
+
+def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str) -> None:
+    open_scenario(page, server_url, "decode-pulses")
+    page.page.get_by_test_id("scenario-select").select_option("prefill-8k-chunked")
+    page.wait(f"{STORE}.scenario.name === 'prefill-8k-chunked' && {STORE}.t === 0")
+    assert "scenario=prefill-8k-chunked" in page.page.url
+    page.wait("window.__layerscope.stats.raf > 5")
+    before = bank_pixels(page)
+    raf0, t0 = page.js("[window.__layerscope.stats.raf, performance.now()]")
+    page.page.get_by_test_id("play").click()
+    page.wait(f"{STORE}.kernels.length > 10")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+    page.wait(f"{STORE}.ended", timeout_s=30)
+    raf1, t1 = page.js("[window.__layerscope.stats.raf, performance.now()]")
+    fps = (raf1 - raf0) / ((t1 - t0) / 1000)
+    assert fps >= 30, f"playback at {fps:.1f} frames per second"
+    time.sleep(0.6)  # the last Plotly redraw is coalesced into a later animation frame
+    chunks = page.js(f"{STORE}.chunks.length")
+    assert chunks == 2  # 8192 tokens in chunks of 4096
+    labels = page.js("document.getElementById('timeline-plot').data.find(t => t.meta === 'chunk-labels').text")
+    assert labels == ["c0", "c1"]
+    drawn_kernels = page.js(
+        "document.getElementById('timeline-plot').data.filter(t => t.mode === 'lines')"
+        ".reduce((n, t) => n + t.x.filter(x => x !== null).length / 3, 0)"
+    )
+    assert drawn_kernels == page.js(f"{STORE}.kernels.length") > 0
+    assert bank_pixels(page) != before
+    assert page.problems == []
+
+
+def test_pause_stops_time_and_step_is_one_batch(page, server_url: str) -> None:
+    open_scenario(page, server_url, "decode-pulses")
+    page.page.get_by_test_id("speed").select_option("0.25")
+    page.page.keyboard.press("Space")
+    page.wait(f"{STORE}.kernels.length > 3")
+    page.page.get_by_test_id("pause").click()
+    page.wait("!document.body.classList.contains('playing')")
+    t_paused = page.js(f"{STORE}.t")
+    time.sleep(0.5)
+    assert page.js(f"{STORE}.t") == t_paused
+
+    frames, kernels = page.js(f"[{STORE}.frames, {STORE}.kernels.length]")
+    page.page.get_by_test_id("step").click()
+    page.wait(f"{STORE}.frames > {frames}")
+    time.sleep(0.3)  # nothing else may follow
+    assert page.js(f"[{STORE}.frames, {STORE}.kernels.length]") == [frames + 1, kernels + 1]
+    page.page.keyboard.press("s")
+    page.wait(f"{STORE}.frames > {frames + 1}")
+    assert page.js(f"{STORE}.kernels.length") == kernels + 2
+    assert page.js(f"{STORE}.t") > t_paused
+    assert page.problems == []
