@@ -251,3 +251,16 @@ def test_topology_cli(capsys: pytest.CaptureFixture[str]) -> None:
     topo = Topology.model_validate_json(capsys.readouterr().out)
     assert topo.runtime == "article" and topo.prefill.nodes
     assert main(["topology", "no-such-scenario"]) == 2
+
+
+@pytest.mark.parametrize("runtime", ["vllm", "article"])
+@pytest.mark.parametrize("gpu_name", ["a100-80g-sxm", "h100-sxm", "h200", "b200"])
+def test_every_preset_plans_and_prices(runtime: str, gpu_name: str) -> None:
+    from layerscope.model.config import PRESETS
+
+    cm, plan = CostModel(gpu(gpu_name)), get_runtime(runtime)
+    for model in PRESETS.values():
+        for kernels in (plan.prefill_chunk(model, 1000, 3000), plan.decode_step(model, 5000, batch=3)):
+            times = [cm.cost(k).time_us for k in kernels]
+            assert all(0 < t < 1e6 for t in times), model.name
+            assert all(k.bytes >= 0 and k.flops >= 0 for k in kernels)

@@ -85,6 +85,8 @@ class CostModel:
         if k.gemm is None or not self.tiled:
             return k.flops / (peak * c.gemm_eff) * 1e6
         m, n, kk = k.gemm
+        if m * n * kk <= 0:
+            return 0.0
         tile_m = GEMV_M_TILE if m <= GEMV_M_TILE else SMALL_M_TILE if m <= SMALL_M_TILE else TILE_M
         tiles = k.groups * math.ceil(m / tile_m) * math.ceil(n / TILE_N)
         # tile quantization: M and N round up to the tile. `flops` stays authoritative (a fused kernel may do

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from layerscope.hardware.cost import attention_flops, flash_prefill_bytes
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.kernels import Kernel
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, weight_bytes
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 FUSED_STREAM = "decode_fused"
 
@@ -60,7 +60,7 @@ class ArticleRuntime(RuntimePlan):
         if tokens < 1 or context_before < 0:
             raise ValueError(f"bad chunk: tokens={tokens}, context_before={context_before}")
         m, t, h = model, tokens, model.hidden_size
-        w, g = m.weight_dtype, m.quant_group_size
+        w, g = stored_weight_dtype(m), m.quant_group_size
         kv_b = DTYPE_BYTES[m.kv_dtype]
         kv_write = 2 * t * m.kv_dim * kv_b
         qkv = gemm_kernel(
@@ -104,7 +104,7 @@ class ArticleRuntime(RuntimePlan):
         if batch < 1 or context_len < 0:
             raise ValueError(f"bad decode step: batch={batch}, context_len={context_len}")
         m, b, h = model, batch, model.hidden_size
-        w, g = m.weight_dtype, m.quant_group_size
+        w, g = stored_weight_dtype(m), m.quant_group_size
         kv_b = DTYPE_BYTES[m.kv_dtype]
         row = weight_bytes(h, m.embedding_dtype, 32 if m.embedding_dtype == "int4" else 0)  # one packed row
         q_proj = gemm_kernel(
@@ -197,8 +197,10 @@ class ArticleRuntime(RuntimePlan):
         ]
 
     def _ffn(self, name: str, t: int, m: ModelConfig, sigmoid_flops: float, lut_bytes: float = 0.0) -> Kernel:
-        h, i = m.hidden_size, m.intermediate_size
-        w_bytes = weight_bytes(3 * h * i, m.weight_dtype, m.quant_group_size)
+        # a MoE model run by the article's runtime gets a dense FFN as wide as its active experts
+        h, i = m.hidden_size, m.num_experts_per_tok * m.moe_intermediate_size if m.is_moe else m.intermediate_size
+        w = stored_weight_dtype(m)
+        w_bytes = weight_bytes(3 * h * i, w, m.quant_group_size)
         flops = 2.0 * t * 3 * h * i + sigmoid_flops * t * i
         return Kernel(
             name,
@@ -206,9 +208,9 @@ class ArticleRuntime(RuntimePlan):
             "gemm",
             flops,
             w_bytes + 2 * ACT_BYTES * t * h + lut_bytes,
-            shapes=f"x[{t},{h}] @ W_gate,up[{h},{i}], W_down[{i},{h}] ({m.weight_dtype})",
+            shapes=f"x[{t},{h}] @ W_gate,up[{h},{i}], W_down[{i},{h}] ({w})",
             gemm=(t, 2 * i, h),
-            dtype=m.weight_dtype,
+            dtype=w,
             l2_bytes=lut_bytes,
         )
 

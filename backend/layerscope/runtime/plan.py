@@ -36,6 +36,11 @@ def weight_bytes(params: float, dtype: str, group: int = 0) -> float:
     return b
 
 
+def stored_weight_dtype(model: ModelConfig) -> str:
+    """Weights as a GPU runtime would hold them: fp32/fp16 checkpoints (the scaled numeric presets) run in bf16."""
+    return "bf16" if model.weight_dtype in ("fp32", "fp16") else model.weight_dtype
+
+
 def gemm_kernel(
     name: str,
     stage: str,

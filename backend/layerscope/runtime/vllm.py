@@ -29,7 +29,7 @@ from layerscope.hardware.cost import (
 )
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.kernels import Kernel
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, weight_bytes
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 GEMM_NAMES = {
     "bf16": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
@@ -233,7 +233,7 @@ def _act_and_mul(stage: str, rows: int, inter: int) -> Kernel:
 def _weight_dtype(m: ModelConfig, dtype: str) -> str:
     if dtype not in ("bf16", "fp8"):
         raise ValueError(f"dtype {dtype!r} is not supported by the vllm runtime; choose bf16 or fp8")
-    return dtype if dtype == "fp8" else ("bf16" if m.weight_dtype in ("fp32", "fp16") else m.weight_dtype)
+    return dtype if dtype == "fp8" else stored_weight_dtype(m)
 
 
 def _gemm_key(w: str) -> str:
