@@ -22,7 +22,8 @@ StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory",
 
 
 class _Event(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # inf/NaN (e.g. a NaN-poisoned rel_error) serialize as "Infinity"/"NaN" strings, which parse back.
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="strings")
     t_us: float = Field(..., ge=0.0, description="simulated time of the event, microseconds")
 
 

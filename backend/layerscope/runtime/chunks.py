@@ -1,0 +1,91 @@
+"""The chunk scheduler: splits a prompt into prefill chunks and remaps each chunk's KV writes.
+
+    prompt  [0 ........................................ S)
+    chunks  [0, 4096) [4096, 8192) ...                      one attention launch each
+    pages   chunk c writes logical pages token_start // page_size .. (token_end - 1) // page_size
+            disabled: the address remap is skipped and every chunk writes pages 0.. (chunk-relative),
+            over the pages of the chunks before it
+
+The size is decided per chunk from the HBM free at that moment: below `low_mem_threshold_gib`
+it drops to `low_mem_chunk_size`, so a prompt that fills memory shrinks its later chunks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+GIB = 1024**3
+
+Reason = Literal["default", "low_memory", "disabled"]
+
+
+@dataclass(frozen=True)
+class ChunkDecision:
+    index: int
+    token_start: int
+    token_end: int  # exclusive
+    chunk_size: int  # the size in force (the last chunk may be shorter)
+    reason: Reason
+    pages: tuple[int, ...]  # logical pages the chunk's KV lands in
+    remapped: bool  # False when the scheduler is disabled: pages are chunk-relative
+
+    @property
+    def num_tokens(self) -> int:
+        return self.token_end - self.token_start
+
+
+class ChunkScheduler:
+    def __init__(
+        self,
+        chunk_size: int = 4096,
+        low_mem_chunk_size: int = 2048,
+        low_mem_threshold_gib: float = 12.0,
+        page_size: int = 256,
+        disabled: bool = False,
+    ) -> None:
+        if min(chunk_size, low_mem_chunk_size, page_size) < 1:
+            raise ValueError("chunk sizes and page_size must be >= 1")
+        self.chunk_size = chunk_size
+        self.low_mem_chunk_size = low_mem_chunk_size
+        self.low_mem_threshold_gib = low_mem_threshold_gib
+        self.page_size = page_size
+        self.disabled = disabled
+
+    def size_for(self, free_hbm_bytes: float) -> tuple[int, Reason]:
+        if free_hbm_bytes < self.low_mem_threshold_gib * GIB:
+            return self.low_mem_chunk_size, "low_memory"
+        return self.chunk_size, "default"
+
+    def next_chunk(self, index: int, token_start: int, prompt_len: int, free_hbm_bytes: float) -> ChunkDecision:
+        if not 0 <= token_start < prompt_len:
+            raise ValueError(f"chunk start {token_start} is outside the prompt [0, {prompt_len})")
+        size, reason = self.size_for(free_hbm_bytes)
+        end = min(prompt_len, token_start + size)
+        ps = self.page_size
+        if self.disabled:
+            # No address remap: positions are taken relative to the chunk, so pages restart at 0.
+            pages = tuple(range(0, (end - token_start - 1) // ps + 1))
+            return ChunkDecision(index, token_start, end, size, "disabled", pages, remapped=False)
+        pages = tuple(range(token_start // ps, (end - 1) // ps + 1))
+        return ChunkDecision(index, token_start, end, size, reason, pages, remapped=True)
+
+    def plan(self, prompt_len: int, free_hbm_bytes: float) -> list[ChunkDecision]:
+        """All chunks when free HBM stays at `free_hbm_bytes` (the engine calls next_chunk as memory changes)."""
+        out: list[ChunkDecision] = []
+        start = 0
+        while start < prompt_len:
+            out.append(self.next_chunk(len(out), start, prompt_len, free_hbm_bytes))
+            start = out[-1].token_end
+        return out
+
+
+def path_bw_scale(contention: float, working_set_bytes: float, l2_bytes: float) -> float:
+    """HBM bandwidth left to a chunk when its working set spills past L2 onto a contended memory path.
+
+    Model (two-socket host, as the article reports): the part of the working set that does not fit
+    in L2 streams over a path shared with cross-socket traffic; queueing on that path grows with
+    the bytes in flight, i.e. with how many L2-sized tiles the chunk keeps live. At contention 0, 1.
+    """
+    spill_tiles = max(0.0, working_set_bytes / l2_bytes - 1.0)
+    return 1.0 / (1.0 + contention * spill_tiles)

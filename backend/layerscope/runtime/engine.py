@@ -1,0 +1,678 @@
+"""Scenario -> typed, time-ordered event stream: the simulator's event loop.
+
+    spec ─▶ ChunkScheduler ─▶ per chunk: pages (KVManager) ─▶ kernels (RuntimePlan) ─▶ times (CostModel)
+         ─▶ per decode step: new page every page_size tokens, block-table walk, re-fetches, kernels, times
+         ─▶ NumericShadow (scaled numpy layer on the same schedule, optional) ─▶ numerics, experts, CRCs
+         ─▶ events, summary
+
+The clock is one decoder layer's simulated time: kernels of the layer's chunk or step are laid on their
+streams (compute serial; "copy" for migrations and re-fetches; "decode_fused" for the article's one-launch
+pipeline). Whole-model figures are the layer's times x num_hidden_layers, plus costs paid once per model
+step (migrations and re-fetches move whole-model pages; the article's first-step switch-over).
+Same spec and seed -> the same events, byte for byte: all randomness comes from numpy Generators seeded
+from spec.seed, and nothing depends on wall time.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from layerscope.events import (
+    AllocFailEvent,
+    BanksEvent,
+    ChunkEvent,
+    CrcEvent,
+    DecodeStepEvent,
+    ExpertsEvent,
+    FaultEvent,
+    KernelEvent,
+    MemoryEvent,
+    NumericsEvent,
+    PageAllocEvent,
+    PageEvictEvent,
+    PageFreeEvent,
+    PageMigrateEvent,
+    PhaseEvent,
+    SummaryEvent,
+    Topology,
+)
+from layerscope.hardware.cost import CostModel, expected_distinct_experts
+from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.model.config import PRESETS
+from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
+from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
+from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
+from layerscope.runtime.kv.allocator import EVICTED, Migration
+from layerscope.runtime.kv.manager import NEVER_WRITTEN, SEQ, KVManager
+from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
+from layerscope.runtime.plan import ACT_BYTES, get_runtime
+from layerscope.runtime.shadow import NumericShadow, ShadowResult
+from layerscope.runtime.summary import summarize
+from layerscope.scenario import ActionSpec, ScenarioSpec
+
+# Host link for re-fetching evicted pages: PCIe Gen5 x16 moves ~50 GB/s in practice (64 GB/s raw).
+HOST_LINK_BW = 50e9
+# A stale address-map entry: the kernel finds the wrong chunk epoch on the page, re-walks the page table and
+# re-reads the page, serialized (assumed one HBM round trip plus a page-table walk, ~1 us).
+STALE_RETRY_US = 1.0
+COPY = "copy"
+
+
+@dataclass
+class SimResult:
+    spec: ScenarioSpec
+    events: list[Any]
+    topology: Topology
+    summary: dict[str, float | int | bool | str]
+    compare: SimResult | None = None
+
+
+def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
+    result = _Engine(spec, progress).run()
+    if spec.compare is not None:
+        other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
+        result.compare = _Engine(other, None).run()
+    return result
+
+
+@dataclass
+class _Stats:
+    """What the summary is computed from (collected while the events are made)."""
+
+    chunk_sizes: list[int] = field(default_factory=list)
+    prefill_layer_us: float = 0.0
+    prefill_costs: list[KernelCost] = field(default_factory=list)
+    decode_costs: list[KernelCost] = field(default_factory=list)
+    step_latency_us: list[float] = field(default_factory=list)
+    step_model_us: list[float] = field(default_factory=list)
+    step_jitter_us: list[float] = field(default_factory=list)
+    first_step_us: float = 0.0
+    switch_over_us: float = 0.0
+    migrations: int = 0
+    migrated_bytes: float = 0.0
+    evictions: int = 0
+    refetched_pages: int = 0
+    alloc_failures: int = 0
+    compactions: int = 0
+    over_sla: int = 0
+    cross_bank_reads: int = 0
+    crc_bad_banks: set[int] = field(default_factory=set)
+    max_rel_error: float = 0.0
+    nan_detected: bool = False
+    peak_used_bytes: float = 0.0
+    hint_pages: int = 0
+    attention_launches: int = 0
+
+
+class _Engine:
+    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None) -> None:
+        self.spec = spec
+        self.progress = progress
+        self.model = PRESETS[spec.model]
+        self.gpu = gpu_preset(spec.gpu)
+        self.cost_model = CostModel(self.gpu)
+        self.plan = get_runtime(spec.runtime)
+        self.rng = np.random.default_rng(spec.seed)
+        self.page_size = spec.effective_page_size
+        self.free_start = spec.free_hbm_gib * GIB
+        self.kv = KVManager(
+            self.model,
+            self.page_size,
+            spec.banks,
+            spec.allocator,
+            self.free_start,
+            self._workspace(max(spec.chunk_size, spec.low_mem_chunk_size)),
+        )
+        self.faults = FaultPlan(spec.faults, spec.decode_steps)
+        self.shadow = (
+            NumericShadow(spec.numerics_model, spec.runtime == "article", spec.banks, spec.prompt_len, spec.seed)
+            if spec.numerics
+            else None
+        )
+        self.router = _ScaledRouter(spec.numerics_model, spec.seed) if self.model.is_moe else None
+        self.events: list[Any] = []
+        self.stats = _Stats()
+        self.t = 0.0
+        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
+        self.stale: dict[int, int] = {}  # decode address map corruption: logical -> logical whose slot it reads
+        self.hint_pending = False
+        self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
+        self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
+        self._streams: dict[str, float] = {}  # stream -> time it is free
+        self._version = 0  # bumps whenever a block table changes
+        self._work_total = max(1, -(-spec.prompt_len // max(16, spec.low_mem_chunk_size)) + spec.decode_steps)
+        self._work_done = 0
+
+    # == the loop ===============================================================================
+    def run(self) -> SimResult:
+        spec = self.spec
+        self._emit(PhaseEvent(t_us=0.0, phase="prefill", detail=f"{spec.prompt_len} tokens, {spec.runtime} runtime"))
+        self._setup_pool()
+        self._prefill()
+        if spec.decode_steps:
+            self._emit(PhaseEvent(t_us=self.t, phase="decode", detail=f"{spec.decode_steps} steps"))
+            self._decode()
+        self._emit(PhaseEvent(t_us=self.t, phase="validate", detail="end-of-run validation pass"))
+        self._validate()
+        self._emit(PhaseEvent(t_us=self.t, phase="idle", detail="done"))
+        summary = summarize(self)
+        self._emit(SummaryEvent(t_us=self.t, figures=summary))
+        events = sorted(self.events, key=lambda e: e.t_us)  # stable: emission order breaks ties
+        topology = self.plan.topology(self.model, self.cost_model)
+        return SimResult(spec=spec, events=events, topology=topology, summary=summary)
+
+    def _emit(self, event: Any) -> None:
+        self.events.append(event)
+
+    def _tick(self) -> None:
+        self._work_done += 1
+        if self.progress is not None and self._work_done % 16 == 0:
+            self.progress(min(1.0, self._work_done / self._work_total))
+
+    # == setup ===================================================================================
+    def _setup_pool(self) -> None:
+        spec = self.spec
+        if spec.fragmentation > 0:
+            banks, slots = self.kv.fill_tenants(spec.fragmentation, self.rng)
+            self._emit(PageAllocEvent(t_us=0.0, owner="tenant", phase="prefill", logical=list(range(len(banks))),
+                                      banks=banks.tolist(), slots=slots.tolist()))
+        if spec.decode_page_hint and spec.decode_steps:
+            self._reserve_hint()
+        self._snapshot(activation=0.0, banks=True)
+
+    def _reserve_hint(self) -> None:
+        prompt_pages = -(-self.spec.prompt_len // self.page_size)
+        n = -(-(self.spec.prompt_len + self.spec.decode_steps) // self.page_size) - prompt_pages
+        if n < 1:
+            return
+        got = self.kv.allocator.reserve_hint(SEQ, n, prompt_pages)
+        if got is None:
+            self.hint_pending = True
+            self._alloc_fail(SEQ, n, True, f"no run of {n} adjacent free pages in one bank for decode_page_hint")
+            return
+        self.hint_pending = False
+        hint = self.kv.allocator.hints[SEQ]
+        self.stats.hint_pages = n
+        self._emit(PageAllocEvent(t_us=self.t, owner="hint", phase="prefill", logical=list(range(n)),
+                                  banks=[b for b, _ in hint], slots=[s for _, s in hint]))
+
+    # == prefill ==================================================================================
+    def _prefill(self) -> None:
+        spec = self.spec
+        disabled_from = self.faults.scheduler_disabled_from()
+        sched = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib, self.page_size)
+        chunk_plan = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib,
+                                    self.page_size).plan(spec.prompt_len, self._free_bytes())
+        start, index = 0, 0
+        t0 = self.t
+        while start < spec.prompt_len:
+            sched.disabled = disabled_from is not None and index >= disabled_from
+            decision = sched.next_chunk(index, start, spec.prompt_len, self._free_bytes())
+            self._run_chunk(decision, len(chunk_plan))
+            start, index = decision.token_end, index + 1
+            self._tick()
+        self.stats.prefill_layer_us = self.t - t0
+
+    def _run_chunk(self, d: ChunkDecision, num_chunks: int) -> None:
+        c, t_start = d.index, self.t
+        self.stats.chunk_sizes.append(d.num_tokens)
+        for state in self.faults.states:
+            if self.faults.strikes_at_chunk(state, c, num_chunks) and state.spec.kind != "stale_chunk_metadata":
+                self._inject(state, chunk=c)
+        self._actions(chunk=c)
+        first_page = d.token_start // self.page_size
+        need = (d.token_end - 1) // self.page_size + 1 - len(self.kv.allocator.table(SEQ))
+        self._allocate(need, "prefill", chunk=c)
+        stolen = self.faults.stolen_bandwidth("prefill", c, self.rng)
+        ws = self._workspace(d.num_tokens)
+        scale = (1.0 - stolen) * path_bw_scale(self.spec.memory_path_contention, ws, self.gpu.l2_bytes)
+        kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
+        self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
+        end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
+        logical = range(d.token_start // self.page_size, (d.token_end - 1) // self.page_size + 1)
+        self.kv.record_writes(logical, remapped=d.remapped, chunk_first_page=first_page)
+        self._emit(ChunkEvent(t_us=t_start, chunk=c, token_start=d.token_start, token_end=d.token_end,
+                              chunk_size=d.chunk_size, reason=d.reason, pages=list(d.pages), barrier_us=end))
+        self.t = end
+        self._snapshot(activation=ws, banks=True, at=t_start)
+        r = self.shadow.prefill_chunk(d.num_tokens, skip_remap=not d.remapped) if self.shadow is not None else None
+        self._experts("prefill", d.num_tokens, chunk=c, at=t_start, counts=r.expert_counts if r else None)
+        if r is not None:
+            self._numerics(r, "prefill", chunk=c)
+        for state in self.faults.of("stale_chunk_metadata"):  # the chunk is done; its stale map stays behind
+            if self.faults.strikes_at_chunk(state, c, num_chunks):
+                self._inject(state, chunk=c, chunk_pages=list(logical))
+
+    # == decode ===================================================================================
+    def _decode(self) -> None:
+        spec = self.spec
+        running: list[float] = []  # sorted model latencies so far (running median)
+        for i in range(spec.decode_steps):
+            t_start = self.t
+            context = spec.prompt_len + i  # tokens cached before this step's token
+            for state in self.faults.states:
+                if self.faults.strikes_at_step(state, i):
+                    self._inject(state, step=i)
+            self._actions(step=i)
+            new_page = context % self.page_size == 0
+            migrations = self._allocate(1, "decode", step=i) if new_page else []
+            if new_page:
+                self.kv.record_writes([context // self.page_size])
+            refetched, refetch_us = self._refetch(i)
+            once_us = refetch_us + sum(self._migration_cost().time_us for _ in migrations)
+            breaks = self._breaks()
+            extra_bytes, extra_us = walk_penalty(breaks)
+            if self.stale:  # a stale entry fails the page's chunk-epoch check: a serialized re-translation + re-read
+                extra_bytes += len(self.stale) * self.kv.page_bytes_layer
+                extra_us += len(self.stale) * STALE_RETRY_US
+            stolen = self.faults.stolen_bandwidth("decode", i, self.rng)
+            kernels = self.plan.decode_step(self.model, context + 1)
+            reader = _kv_reader(kernels)
+            switch = self.plan.switch_over(self.model) if i == 0 else []
+
+            env = _env_for(reader, CostEnv(1.0 - stolen, i > 0), CostEnv(1.0 - stolen, i > 0, extra_bytes, extra_us))
+            self.t = max(self.t, self._stream_free(COPY))
+            start = self.t
+            stage_us: dict[str, float] = {}
+            end = self._launch(switch + kernels, "decode", env, step=i, stages=stage_us)
+            switch_us = stage_us.pop("switch_over", 0.0)
+            layer_us = end - start
+            model_us = (layer_us - switch_us) * self.model.num_hidden_layers + switch_us + once_us
+            median = running[len(running) // 2] if running else model_us
+            jitter = abs(model_us - median)
+            if i > 0:  # step 0 carries the switch-over: a known outlier, kept out of the median
+                bisect.insort(running, model_us)
+            over = model_us > spec.sla_ms * 1000.0
+            self._record_step(i, layer_us, model_us, jitter, over, switch_us, breaks, refetched)
+            self._emit(DecodeStepEvent.model_validate(dict(
+                t_us=t_start, kind="decode_step", step=i, context_len=context + 1, latency_us=layer_us,
+                model_latency_us=model_us, sla_us=spec.sla_ms * 1000.0, jitter_us=jitter, over_sla=over,
+                stage_us=stage_us, cross_bank_reads=breaks, refetched_pages=refetched)))
+            self._detect_jitter(i, model_us, median)
+            self.t = end
+            self._snapshot(activation=self._workspace(1), banks=new_page or bool(migrations), at=t_start)
+            r = self.shadow.decode_step() if self.shadow is not None else None
+            self._experts("decode", 1, step=i, at=t_start, counts=r.expert_counts if r else None)
+            if r is not None:
+                self._numerics(r, "decode", step=i)
+            self._tick()
+
+    def _record_step(self, i: int, layer_us: float, model_us: float, jitter: float, over: bool, switch_us: float,
+                     breaks: int, refetched: int) -> None:
+        s = self.stats
+        if i == 0:
+            s.first_step_us = layer_us
+            s.switch_over_us = switch_us
+        s.step_latency_us.append(layer_us)
+        s.step_model_us.append(model_us)
+        s.step_jitter_us.append(jitter)
+        s.over_sla += int(over)
+        s.cross_bank_reads = breaks
+
+    def _detect_jitter(self, step: int, model_us: float, median: float) -> None:
+        for state in self.faults.of("memory_contention"):
+            if state.injected and not state.detected and abs(model_us - median) > JITTER_BAND * median:
+                self._detected(state, f"step {step} left the jitter band: {model_us:.0f} us vs median {median:.0f} us",
+                               step=step)
+
+    # == pages ====================================================================================
+    def _allocate(self, n: int, phase: str, chunk: int | None = None, step: int | None = None) -> list[Migration]:
+        if n <= 0:
+            return []
+        alloc = self.kv.allocator
+        grant = alloc.allocate(SEQ, n, phase)  # type: ignore[arg-type]
+        if grant is None:
+            self._alloc_fail(SEQ, n, False, "the pool has no free page: evicting the oldest pages")
+            self._evict(n - self.kv.pool.num_free, reason_step=step)
+            grant = alloc.allocate(SEQ, n, phase)  # type: ignore[arg-type]
+            if grant is None:
+                raise ValueError(f"the KV pool ({self.kv.pool.num_pages} pages) cannot hold {n} more pages "
+                                 f"even after eviction: raise free_hbm_gib or page_size")
+        self._version += 1
+        for m in grant.migrations:
+            self._emit_migration(m)
+        self._emit(PageAllocEvent(t_us=self.t, owner=SEQ, phase=phase, logical=grant.logical,  # type: ignore[arg-type]
+                                  banks=grant.banks, slots=grant.slots))
+        return grant.migrations
+
+    def _alloc_fail(self, owner: str, n: int, contiguous: bool, reason: str) -> None:
+        self.stats.alloc_failures += 1
+        pool = self.kv.pool
+        self._emit(AllocFailEvent(t_us=self.t, owner=owner, pages_wanted=n, contiguous=contiguous,
+                                  free_pages=pool.num_free, largest_free_run=pool.largest_free_run(),
+                                  reason=f"{reason} ({pool.num_free} pages free)"))
+
+    def _migration_cost(self) -> KernelCost:
+        k = Kernel("kv_page_migrate", "kv_migrate", "memory", 0.0, 2 * self.kv.page_bytes, stream=COPY,
+                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)")
+        return self._cost(k, CostEnv())
+
+    def _emit_migration(self, m: Migration) -> None:
+        c = self._migration_cost()
+        start = max(self.t, self._stream_free(COPY))
+        self._kernel_event(c, "decode" if m.reason == "make_room" else "idle", start, None, None)
+        self._streams[COPY] = start + c.time_us
+        self.kv.moved(m.from_bank, m.from_slot, m.to_bank, m.to_slot)
+        self.stats.migrations += 1
+        self.stats.migrated_bytes += 2 * self.kv.page_bytes
+        self._emit(PageMigrateEvent(t_us=start, owner=m.owner, logical=m.logical, from_bank=m.from_bank,
+                                    from_slot=m.from_slot, to_bank=m.to_bank, to_slot=m.to_slot,
+                                    bytes=2 * self.kv.page_bytes, dur_us=c.time_us, reason=m.reason))
+
+    def _evict(self, n: int, reason_step: int | None = None) -> list[tuple[int, int, int]]:
+        out = self.kv.allocator.evict(SEQ, n)
+        if out:
+            for _, b, s in out:
+                self.kv.content[b, s] = NEVER_WRITTEN
+            self._version += 1
+            self.stats.evictions += len(out)
+            self._emit(PageEvictEvent(t_us=self.t, owner=SEQ, logical=[p for p, _, _ in out],
+                                      banks=[b for _, b, _ in out], slots=[s for _, _, s in out],
+                                      bytes=len(out) * self.kv.page_bytes))
+        return out
+
+    def _refetch(self, step: int) -> tuple[int, float]:
+        """Evicted pages this step must read come over the host link; restored when the pool has room."""
+        evicted = self.kv.allocator.evicted(SEQ)
+        if not evicted:
+            return 0, 0.0
+        k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
+                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory")
+        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW / self.gpu.hbm_bw))
+        start = max(self.t, self._stream_free(COPY))
+        self._kernel_event(c, "decode", start, None, step)
+        self._streams[COPY] = start + c.time_us
+        restored: list[tuple[int, int, int]] = []
+        for p in evicted:
+            where = self.kv.allocator.restore(SEQ, p)
+            if where is None:
+                break
+            self.kv.content[where] = p
+            restored.append((p, *where))
+        if restored:
+            self._version += 1
+            self._emit(PageAllocEvent(t_us=start, owner=SEQ, phase="decode", logical=[p for p, _, _ in restored],
+                                      banks=[b for _, b, _ in restored], slots=[s for _, _, s in restored]))
+        self.stats.refetched_pages += len(evicted)
+        return len(evicted), c.time_us
+
+    def decode_map(self) -> list[tuple[int, int]]:
+        """The address map decode reads through: the block table, with stale entries if that fault struck."""
+        table = list(self.kv.allocator.table(SEQ))
+        for p, src in self.stale.items():
+            if p < len(table) and src < len(table) and table[src][0] != EVICTED:
+                table[p] = table[src]
+        return table
+
+    def _breaks(self) -> int:
+        if self._walk_cache is not None and self._walk_cache[0] == self._version:
+            return self._walk_cache[1]
+        table = np.asarray(self.decode_map(), dtype=np.int64).reshape(-1, 2)
+        breaks = cross_bank_reads(table[:, 0], table[:, 1], self.spec.banks)
+        self._walk_cache = (self._version, breaks)
+        return breaks
+
+    # == actions ==================================================================================
+    def _actions(self, chunk: int | None = None, step: int | None = None) -> None:
+        for a in self.spec.actions:
+            if (chunk is not None and a.at_chunk == chunk and a.at_step is None) or (
+                step is not None and a.at_step == step
+            ):
+                self._action(a, step)
+
+    def _action(self, a: ActionSpec, step: int | None) -> None:
+        if a.do == "compact":
+            self._compact()
+        elif a.do == "pressure":
+            self._pressure(a.amount_gib, step)
+        elif a.do == "release":
+            self._release(a.amount_gib)
+        else:
+            self._validate()
+
+    def _compact(self) -> None:
+        pool, alloc = self.kv.pool, self.kv.allocator
+        self.stats.compactions += 1
+        order = sorted(range(pool.banks), key=lambda b: (-int(pool.num_free_per_bank[b]), b))
+        for m in alloc.compact(order[0]):
+            self._emit_migration(m)
+        self._version += 1
+        self.t = max(self.t, self._stream_free(COPY))
+        if self.hint_pending:
+            self._reserve_hint()
+        self._snapshot(activation=0.0, banks=True)
+
+    def _pressure(self, gib: float, step: int | None) -> None:
+        """Another tenant takes `gib` of HBM: free pages first, then the sequence's oldest pages are evicted."""
+        pool = self.kv.pool
+        want = int(-(-gib * GIB // self.kv.page_bytes))
+        short = max(0, want - pool.num_free)
+        if short:
+            self._evict(short, reason_step=step)
+        taken_b, taken_s = [], []
+        for _ in range(min(want, pool.num_free)):
+            where = pool.first_free_any()
+            assert where is not None, "free count and free slots disagree"
+            pool.take("pressure", where[0], where[1], len(taken_b))
+            taken_b.append(where[0])
+            taken_s.append(where[1])
+        self._emit(PageAllocEvent(t_us=self.t, owner="pressure", phase="decode" if step is not None else "prefill",
+                                  logical=list(range(len(taken_b))), banks=taken_b, slots=taken_s))
+        self._snapshot(activation=0.0, banks=True)
+
+    def _release(self, gib: float) -> None:
+        pool = self.kv.pool
+        want = int(-(-gib * GIB // self.kv.page_bytes))
+        freed_b: list[int] = []
+        freed_s: list[int] = []
+        for owner in ("pressure", "tenant"):
+            oid = pool.owner_id(owner)
+            for b, s in zip(*np.nonzero(pool.owner == oid), strict=True):
+                if len(freed_b) == want:
+                    break
+                pool.release(int(b), int(s))
+                freed_b.append(int(b))
+                freed_s.append(int(s))
+        self._emit(PageFreeEvent(t_us=self.t, owner="pressure", banks=freed_b, slots=freed_s))
+        self._snapshot(activation=0.0, banks=True)
+
+    # == validation ===============================================================================
+    def _validate(self) -> None:
+        got, want = self.kv.metadata_crc(self.decode_map())
+        bad = [b for b, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
+        self._emit(CrcEvent(t_us=self.t, checked_banks=self.spec.banks, bad_banks=bad, source="metadata"))
+        if self.shadow is not None:
+            faulty, clean = self.shadow.bank_crcs()
+            np_bad = [b for b, (f, c) in enumerate(zip(faulty, clean, strict=True)) if f != c]
+            self._emit(CrcEvent(t_us=self.t, checked_banks=len(faulty), bad_banks=np_bad, source="numpy"))
+            bad = sorted(set(bad) | set(np_bad))
+        self.stats.crc_bad_banks |= set(bad)
+        for state in self.faults.states:
+            if not state.injected or state.detected:
+                continue
+            if state.spec.kind in ("stale_chunk_metadata", "chunk_scheduler_disabled") and bad:
+                self._detected(state, f"CRC32 mismatch in banks {bad[:8]}{'...' if len(bad) > 8 else ''}", banks=bad)
+            elif state.spec.kind == "ecc_bitflips" and self.shadow is None:
+                self._detected(state, "weight scrub: ECC reports uncorrectable words in the layer's weights")
+        for state in self.faults.of("stale_chunk_metadata"):
+            if state.detected and self.stale:
+                self.stale = {}
+                self._version += 1
+                self._emit(FaultEvent(t_us=self.t, fault=state.spec.kind, action="recovered",
+                                      detail="address map rebuilt from the page pool's records"))
+
+    # == faults ===================================================================================
+    def _inject(self, state: FaultState, chunk: int | None = None, step: int | None = None,
+                chunk_pages: list[int] | None = None) -> None:
+        f = state.spec
+        state.injected, state.chunk, state.step = True, chunk, step
+        detail = f.kind
+        if f.kind == "stale_chunk_metadata":
+            per_chunk = len(chunk_pages or [])
+            self.stale.update(stale_pages(chunk_pages or [], per_chunk, f.count))
+            self._version += 1
+            table = self.kv.allocator.table(SEQ)
+            state.banks = sorted({table[src][0] for src in self.stale.values()})
+            detail = f"{len(self.stale)} pages of chunk {chunk} keep the previous chunk's slots in decode's map"
+            if self.shadow is not None:
+                self.shadow.corrupt_map(self.shadow.scaled_tokens(self.stats.chunk_sizes[-1]) // self.shadow.page,
+                                        f.count)
+        elif f.kind == "chunk_scheduler_disabled":
+            detail = f"address remap skipped from chunk {chunk}: chunks write chunk-relative pages"
+        elif f.kind == "ecc_bitflips":
+            flips = f.count
+            if self.shadow is not None:
+                flips = self.shadow.flip_weights(f.count, f.rate, self.rng)
+            detail = f"{flips} bit flips in the quantized weights' stored words"
+        elif f.kind == "memory_contention":
+            detail = f"{f.rate:.0%} of HBM bandwidth stolen for {f.count} {'steps' if step is not None else 'chunks'}"
+        self._emit(FaultEvent(t_us=self.t, fault=f.kind, action="injected", detail=detail, banks=state.banks,
+                              step=step, chunk=chunk))
+
+    def _detected(self, state: FaultState, detail: str, banks: list[int] | None = None,
+                  step: int | None = None, chunk: int | None = None) -> None:
+        state.detected = True
+        self._emit(FaultEvent(t_us=self.t, fault=state.spec.kind, action="detected", detail=detail,
+                              banks=banks or state.banks, step=step, chunk=chunk))
+
+    # == numerics and experts =======================================================================
+    def _numerics(self, r: ShadowResult, phase: str, chunk: int | None = None, step: int | None = None) -> None:
+        assert self.shadow is not None
+        self._emit(NumericsEvent(t_us=self.t, phase=phase, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                 tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
+                                 nan_count=r.nan_count, inf_count=r.inf_count, step=step, chunk=chunk))
+        s = self.stats
+        s.max_rel_error = max(s.max_rel_error, r.rel_error)
+        nonfinite = r.nan_count + r.inf_count > 0
+        s.nan_detected |= nonfinite
+        for state in self.faults.states:
+            if not state.injected or state.detected:
+                continue
+            if state.spec.kind == "ecc_bitflips" and nonfinite:
+                self._detected(state, f"{r.nan_count} NaN and {r.inf_count} inf in the layer output", step=step,
+                               chunk=chunk)
+            elif state.spec.kind == "ecc_bitflips" and r.rel_error > ECC_DIVERGENCE:
+                self._detected(state, f"output diverges from the clean run by {r.rel_error:.3g} (finite)",
+                               step=step, chunk=chunk)
+            elif state.spec.kind in ("stale_chunk_metadata", "chunk_scheduler_disabled") and (
+                r.rel_error > DETECT_REL_ERROR
+            ):
+                self._detected(state, f"output diverges from the clean run: rel_error {r.rel_error:.3g}",
+                               step=step, chunk=chunk)
+
+    def _experts(self, phase: str, full_tokens: int, at: float, chunk: int | None = None,
+                 step: int | None = None, counts: list[int] | None = None) -> None:
+        if self.router is None:
+            return
+        if counts is None:  # numerics off: the scaled router alone on as many scaled tokens
+            counts = self.router.counts(min(full_tokens, 256) if phase == "prefill" else 1)
+        m = self.model
+        self._emit(ExpertsEvent(t_us=at, phase=phase, step=step, chunk=chunk,  # type: ignore[arg-type]
+                                scaled_model=self.spec.numerics_model, counts=counts,
+                                distinct_full=expected_distinct_experts(full_tokens, m.num_experts,
+                                                                        m.num_experts_per_tok),
+                                assumed="balanced"))
+
+    # == time and memory ============================================================================
+    def _stream_free(self, stream: str) -> float:
+        return self._streams.get(stream, 0.0)
+
+    def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
+        key = (k, env)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = self.cost_model.cost(k, env)
+        return c
+
+    def _launch(self, kernels: list[Kernel], phase: str, env: Callable[[Kernel], CostEnv],
+                chunk: int | None = None, step: int | None = None, stages: dict[str, float] | None = None) -> float:
+        """Lay kernels end to end (a copy-stream kernel runs beside the compute it follows); returns the end."""
+        dep = self.t  # end of the last non-copy kernel: the data dependency
+        end = self.t
+        costs = self.stats.prefill_costs if phase == "prefill" else self.stats.decode_costs
+        for k in kernels:
+            c = self._cost(k, env(k))
+            start = max(dep, self._stream_free(k.stream))
+            self._kernel_event(c, phase, start, chunk, step)
+            finish = start + c.time_us
+            self._streams[k.stream] = finish
+            if k.stream != COPY:
+                dep = finish
+            end = max(end, finish)
+            costs.append(c)
+            if stages is not None:
+                stages[k.stage] = stages.get(k.stage, 0.0) + c.time_us
+        return end
+
+    def _kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
+        k = c.kernel
+        self._emit(KernelEvent.model_validate(dict(
+            t_us=start, kind="kernel", name=k.name, stage=k.stage, stage_kind=k.kind, phase=phase,
+            stream=k.stream, start_us=start, dur_us=c.time_us, flops=k.flops, bytes=k.bytes, bound=c.bound,
+            hbm_util=c.hbm_util, l2_hit=c.l2_hit, chunk=chunk, step=step, shapes=k.shapes)))
+
+    def _workspace(self, tokens: int) -> float:
+        """One layer's transient activations for `tokens` tokens, bf16 (x, q, k, v, attention out, MLP)."""
+        m = self.model
+        mlp = 3 * m.num_experts_per_tok * m.moe_intermediate_size if m.is_moe else 3 * m.intermediate_size
+        return tokens * ACT_BYTES * (2 * m.hidden_size + m.q_dim + 2 * m.kv_dim + mlp)
+
+    def _free_bytes(self) -> float:
+        return self.free_start - self.kv.used_pages * self.kv.page_bytes
+
+    def _snapshot(self, activation: float, banks: bool, at: float | None = None) -> None:
+        t = self.t if at is None else at
+        kv, pool = self.kv, self.kv.pool
+        total = self.gpu.hbm_bytes
+        used = total - self.free_start + kv.used_pages * kv.page_bytes + activation
+        self.stats.peak_used_bytes = max(self.stats.peak_used_bytes, used)
+        if banks or self._run_cache[0] != self._version:
+            self._run_cache = (self._version, pool.largest_free_run())
+        self._emit(MemoryEvent.model_validate(dict(
+            t_us=t, kind="memory", hbm_total_bytes=total, hbm_used_bytes=used, hbm_free_bytes=total - used,
+            kv_bytes=kv.owned_pages(SEQ) * kv.page_bytes, largest_free_run_bytes=self._run_cache[1] * kv.page_bytes,
+            activation_bytes=activation)))
+        if banks:
+            hints = kv.allocator.hints.get(SEQ, [])
+            reserved = np.bincount(np.array([b for b, _ in hints], dtype=np.int64), minlength=pool.banks)
+            self._emit(BanksEvent(t_us=t, used=pool.used_per_bank(), capacity=pool.pages_per_bank,
+                                  reserved=reserved.tolist() if hints else []))
+
+
+def _env_for(reader: Kernel | None, plain: CostEnv, walking: CostEnv) -> Callable[[Kernel], CostEnv]:
+    """The kernel that walks the block table pays the walk's extra bytes and latency; the others do not."""
+    return lambda k: walking if k is reader else plain
+
+
+def _kv_reader(kernels: list[Kernel]) -> Kernel | None:
+    """The decode kernel that walks the block table (the article fetches K/V in its Q-projection stage)."""
+    for k in kernels:
+        if "kv_fetch" in k.name:
+            return k
+    for k in kernels:
+        if k.kind == "attention":
+            return k
+    return None
+
+
+class _ScaledRouter:
+    """The scaled model's router alone (seeded gate weights, N(0, 1/H) like Layer.random), for expert counts
+    when numerics are off: cheap enough for every chunk and step."""
+
+    def __init__(self, model_name: str, seed: int) -> None:
+        c = PRESETS[model_name]
+        rng = np.random.default_rng(seed + 104_729)
+        self.k = c.num_experts_per_tok
+        self.gate = rng.standard_normal((c.num_experts, c.hidden_size), dtype=np.float32) / np.sqrt(c.hidden_size)
+        self.rng = rng
+
+    def counts(self, tokens: int) -> list[int]:
+        x = self.rng.standard_normal((tokens, self.gate.shape[1]), dtype=np.float32)  # (T, H)
+        logits = x @ self.gate.T  # (T, E)
+        top = np.argpartition(-logits, self.k - 1, axis=-1)[:, : self.k]  # (T, k)
+        return np.bincount(top.reshape(-1), minlength=self.gate.shape[0]).tolist()

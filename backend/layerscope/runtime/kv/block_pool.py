@@ -1,0 +1,170 @@
+"""The physical KV page pool: `banks` banks of `pages_per_bank` slots, page ownership, free slots per bank.
+
+Layout (one page = `page_size` tokens of K and V for every layer of the model)::
+
+    bank 0: [slot 0][slot 1][slot 2] ... [slot P-1]
+    bank 1: [slot 0][slot 1][slot 2] ... [slot P-1]
+    ...
+    address order (what "first free page anywhere" scans): slot-major, so consecutive
+    addresses round-robin over banks like a hardware address interleave:
+        addr = slot * banks + bank
+
+The pool knows who owns each slot and which logical page of its owner it holds; policies
+(bank_aware.py, naive.py) decide where pages go. Failure kinds, as in vLLM's block pool:
+an expected shortage returns None, a caller's mistake raises ValueError, a broken invariant asserts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FREE = -1
+
+
+class BlockPool:
+    def __init__(self, banks: int, pages_per_bank: int) -> None:
+        if banks < 1 or pages_per_bank < 1:
+            raise ValueError(f"a pool needs >= 1 bank and >= 1 page per bank (got {banks}, {pages_per_bank})")
+        self.banks = banks
+        self.pages_per_bank = pages_per_bank
+        self.owner = np.full((banks, pages_per_bank), FREE, dtype=np.int32)  # owner id per slot
+        self.logical = np.full((banks, pages_per_bank), FREE, dtype=np.int32)  # owner's logical page per slot
+        self.num_free_per_bank = np.full(banks, pages_per_bank, dtype=np.int64)
+        self._owner_ids: dict[str, int] = {}
+        self._owner_names: list[str] = []
+        self._addr_cursor = 0  # no free address below this one (speeds up first_free_any)
+
+    # -- owners -----------------------------------------------------------------------------
+    def owner_id(self, name: str) -> int:
+        if name not in self._owner_ids:
+            self._owner_ids[name] = len(self._owner_names)
+            self._owner_names.append(name)
+        return self._owner_ids[name]
+
+    def owner_name(self, oid: int) -> str:
+        return self._owner_names[oid]
+
+    # -- queries ----------------------------------------------------------------------------
+    @property
+    def num_pages(self) -> int:
+        return self.banks * self.pages_per_bank
+
+    @property
+    def num_free(self) -> int:
+        return int(self.num_free_per_bank.sum())
+
+    def used_per_bank(self) -> list[int]:
+        return [int(self.pages_per_bank - n) for n in self.num_free_per_bank]
+
+    def owned_per_bank(self, name: str) -> list[int]:
+        if name not in self._owner_ids:
+            return [0] * self.banks
+        return [int(n) for n in (self.owner == self._owner_ids[name]).sum(axis=1)]
+
+    def is_free(self, bank: int, slot: int) -> bool:
+        self._check_slot(bank, slot)
+        return bool(self.owner[bank, slot] == FREE)
+
+    def free_slots(self, bank: int) -> list[int]:
+        """The bank's free list, lowest slot first (the order allocations take them)."""
+        return [int(s) for s in np.flatnonzero(self.owner[bank] == FREE)]
+
+    def first_free(self, bank: int, start: int = 0) -> int | None:
+        """Lowest free slot >= start in `bank`; None when there is none."""
+        if start >= self.pages_per_bank or self.num_free_per_bank[bank] == 0:
+            return None
+        free = np.flatnonzero(self.owner[bank, start:] == FREE)
+        return int(free[0]) + start if free.size else None
+
+    def first_free_any(self) -> tuple[int, int] | None:
+        """Lowest free address (slot-major): "first free page anywhere"."""
+        flat = self.owner.T.ravel()  # address order: addr = slot * banks + bank
+        free = np.flatnonzero(flat[self._addr_cursor :] == FREE)
+        if not free.size:
+            return None
+        addr = int(free[0]) + self._addr_cursor
+        self._addr_cursor = addr
+        return addr % self.banks, addr // self.banks
+
+    def largest_free_run(self, bank: int | None = None) -> int:
+        """Longest run of adjacent free slots within one bank (all banks when bank is None)."""
+        rows = range(self.banks) if bank is None else (bank,)
+        best = 0
+        for b in rows:
+            best = max(best, _longest_true_run(self.owner[b] == FREE))
+            if best == self.pages_per_bank:
+                break
+        return best
+
+    def find_run(self, n: int, bank: int) -> int | None:
+        """First slot of the lowest run of `n` adjacent free slots in `bank`; None when there is none."""
+        if n < 1:
+            raise ValueError(f"a run needs n >= 1 (got {n})")
+        if self.num_free_per_bank[bank] < n:
+            return None
+        free = np.concatenate(([0], (self.owner[bank] == FREE).astype(np.int64)))
+        sums = np.cumsum(free)  # sums[i] = free slots in [0, i)
+        window = sums[n:] - sums[:-n]  # free slots in [i, i + n)
+        hits = np.flatnonzero(window == n)
+        return int(hits[0]) if hits.size else None
+
+    # -- mutations --------------------------------------------------------------------------
+    def take(self, name: str, bank: int, slot: int, logical: int) -> None:
+        self._check_slot(bank, slot)
+        if self.owner[bank, slot] != FREE:
+            held = self.owner_name(int(self.owner[bank, slot]))
+            raise ValueError(f"(bank {bank}, slot {slot}) is already owned by {held!r}")
+        self.owner[bank, slot] = self.owner_id(name)
+        self.logical[bank, slot] = logical
+        self.num_free_per_bank[bank] -= 1
+        assert self.num_free_per_bank[bank] >= 0, f"bank {bank} free count went negative"
+
+    def take_many(self, name: str, banks: np.ndarray, slots: np.ndarray, logical: np.ndarray) -> None:
+        """Vectorized take for slots known to be free (tenant fill, hint reservation)."""
+        if np.any(self.owner[banks, slots] != FREE):
+            raise ValueError(f"take_many for {name!r}: some slots are already owned")
+        self.owner[banks, slots] = self.owner_id(name)
+        self.logical[banks, slots] = logical
+        np.subtract.at(self.num_free_per_bank, banks, 1)
+
+    def release(self, bank: int, slot: int) -> None:
+        self._check_slot(bank, slot)
+        if self.owner[bank, slot] == FREE:
+            raise ValueError(f"(bank {bank}, slot {slot}) is already free")
+        self.owner[bank, slot] = FREE
+        self.logical[bank, slot] = FREE
+        self.num_free_per_bank[bank] += 1
+        self._addr_cursor = min(self._addr_cursor, slot * self.banks + bank)
+
+    def move(self, bank: int, slot: int, to_bank: int, to_slot: int) -> None:
+        """Move a page's ownership (its data is copied by the caller's migration)."""
+        oid, logical = int(self.owner[bank, slot]), int(self.logical[bank, slot])
+        if oid == FREE:
+            raise ValueError(f"move from free (bank {bank}, slot {slot})")
+        self.release(bank, slot)
+        self.take(self.owner_name(oid), to_bank, to_slot, logical)
+
+    def retag(self, bank: int, slot: int, name: str, logical: int) -> None:
+        """Hand an owned slot to another owner in place (a hint-reserved page becoming a decode page)."""
+        self._check_slot(bank, slot)
+        assert self.owner[bank, slot] != FREE, f"retag of free (bank {bank}, slot {slot})"
+        self.owner[bank, slot] = self.owner_id(name)
+        self.logical[bank, slot] = logical
+
+    def check(self) -> None:
+        """Invariants: free counts match ownership; free slots carry no logical page."""
+        free = self.owner == FREE
+        assert np.array_equal(free.sum(axis=1), self.num_free_per_bank), "free counts disagree with ownership"
+        assert np.all(self.logical[free] == FREE), "a free slot still records a logical page"
+
+    def _check_slot(self, bank: int, slot: int) -> None:
+        if not (0 <= bank < self.banks and 0 <= slot < self.pages_per_bank):
+            raise ValueError(f"(bank {bank}, slot {slot}) is outside the pool ({self.banks} x {self.pages_per_bank})")
+
+
+def _longest_true_run(mask: np.ndarray) -> int:
+    if not mask.any():
+        return 0
+    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))  # run starts and ends, alternating
+    return int((edges[1::2] - edges[::2]).max())

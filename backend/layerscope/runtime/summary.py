@@ -1,0 +1,109 @@
+"""The run's summary figures (every key is documented in docs/events.md)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from layerscope.runtime.chunks import GIB
+from layerscope.runtime.kernels import KernelCost
+from layerscope.runtime.kv.manager import SEQ
+
+if TYPE_CHECKING:
+    from layerscope.runtime.engine import _Engine
+
+
+def summarize(engine: _Engine) -> dict[str, float | int | bool | str]:
+    e, s = engine, engine.stats
+    layers = e.model.num_hidden_layers
+    steady = s.step_latency_us[1:] or s.step_latency_us  # step 0 carries the switch-over: reported on its own
+    steady_model = s.step_model_us[1:] or s.step_model_us
+    injected = sum(st.injected for st in e.faults.states)
+    detected = sum(st.detected for st in e.faults.states)
+    out: dict[str, float | int | bool | str] = {
+        "model": e.model.name,
+        "runtime": e.spec.runtime,
+        "gpu": e.gpu.name,
+        "allocator": e.spec.allocator,
+        "num_hidden_layers": layers,
+        "prompt_len": e.spec.prompt_len,
+        "decode_steps": e.spec.decode_steps,
+        "page_size": e.page_size,
+        "prefill_layer_us": round(s.prefill_layer_us, 3),
+        "prefill_model_ms": round(s.prefill_layer_us * layers / 1000.0, 3),
+        "prefill_tokens_per_s": round(e.spec.prompt_len / (s.prefill_layer_us * layers * 1e-6), 1)
+        if s.prefill_layer_us > 0
+        else 0.0,
+        "decode_step_mean_us": _r(np.mean(steady)) if steady else 0.0,
+        "decode_step_p50_us": _r(np.percentile(steady, 50)) if steady else 0.0,
+        "decode_step_p99_us": _r(np.percentile(steady, 99)) if steady else 0.0,
+        "decode_first_step_us": _r(s.first_step_us),
+        "decode_switch_over_us": _r(s.switch_over_us),
+        "decode_model_step_ms": _r(np.mean(steady_model) / 1000.0) if steady_model else 0.0,
+        "decode_model_step_p99_ms": _r(np.percentile(steady_model, 99) / 1000.0) if steady_model else 0.0,
+        "jitter_us": _r(np.mean(s.step_jitter_us[1:])) if len(s.step_jitter_us) > 1 else 0.0,
+        "num_chunks": len(s.chunk_sizes),
+        "num_attention_launches": s.attention_launches,
+        "chunk_sizes": ",".join(str(n) for n in _runs(s.chunk_sizes)),
+        "migrations": s.migrations,
+        "migrated_gib": _r(s.migrated_bytes / GIB),
+        "evictions": s.evictions,
+        "refetched_pages": s.refetched_pages,
+        "alloc_failures": s.alloc_failures,
+        "compactions": s.compactions,
+        "over_sla_steps": s.over_sla,
+        "faults_injected": injected,
+        "faults_detected": detected,
+        "crc_bad_banks": len(s.crc_bad_banks),
+        "max_rel_error": _r(s.max_rel_error),
+        "nan_detected": s.nan_detected,
+        "kv_pages": len(e.kv.allocator.table(SEQ)),
+        "kv_gib": _r(e.kv.owned_pages(SEQ) * e.kv.page_bytes / GIB),
+        "pool_pages": e.kv.pool.num_pages,
+        "peak_hbm_used_gib": _r(s.peak_used_bytes / GIB),
+        "hint_reserved_pages": s.hint_pages,
+        "hint_overhead_gib": _r(s.hint_pages * e.kv.page_bytes / GIB),
+        "cross_bank_reads": s.cross_bank_reads,
+        "prefill_hbm_util": _util(s.prefill_costs),
+        "decode_hbm_util": _util(s.decode_costs),
+        "prefill_l2_hit": _l2(s.prefill_costs),
+        "decode_l2_hit": _l2(s.decode_costs),
+    }
+    out.update(_shares("prefill", s.prefill_costs))
+    out.update(_shares("decode", s.decode_costs))
+    return out
+
+
+def _r(x: float) -> float:
+    return round(float(x), 3)
+
+
+def _runs(sizes: list[int]) -> list[int]:
+    """Chunk sizes with consecutive repeats collapsed (4096,4096,2048 -> 4096,2048)."""
+    out: list[int] = []
+    for n in sizes:
+        if not out or out[-1] != n:
+            out.append(n)
+    return out
+
+
+def _util(costs: list[KernelCost]) -> float:
+    """Time-weighted mean HBM utilisation over the phase's kernels."""
+    t = sum(c.time_us for c in costs)
+    return round(sum(c.hbm_util * c.time_us for c in costs) / t, 4) if t > 0 else 0.0
+
+
+def _l2(costs: list[KernelCost]) -> float:
+    """Byte-weighted L2 hit rate over the phase's kernels."""
+    b = sum(c.kernel.bytes for c in costs)
+    return round(sum(c.l2_hit * c.kernel.bytes for c in costs) / b, 4) if b > 0 else 0.0
+
+
+def _shares(phase: str, costs: list[KernelCost]) -> dict[str, float]:
+    """share_<phase>_<stage>: the stage's fraction of the phase's kernel time."""
+    total = sum(c.time_us for c in costs)
+    by: dict[str, float] = {}
+    for c in costs:
+        by[c.kernel.stage] = by.get(c.kernel.stage, 0.0) + c.time_us
+    return {f"share_{phase}_{k}": round(v / total, 4) for k, v in sorted(by.items())} if total > 0 else {}
