@@ -59,7 +59,8 @@ export class BanksView {
     const banks = s.scenario ? s.scenario.banks : 32;
     this.banks = 0;
     this.cells = null;
-    this.dims(banks, 64);
+    this.maxSlot = -1;
+    this.dims(banks, 1);
     this.anims = [];
     this.owners.clear();
     this.pageLevel = false;
@@ -76,6 +77,7 @@ export class BanksView {
   }
 
   set(bank, slot, value) {
+    this.maxSlot = Math.max(this.maxSlot, slot);
     if (bank >= this.banks || slot >= this.cap) this.dims(Math.max(this.banks, bank + 1), Math.max(this.cap, 2 ** Math.ceil(Math.log2(slot + 1))));
     const i = bank * this.cap + slot;
     const prev = this.cells[i];
@@ -90,7 +92,8 @@ export class BanksView {
     const now = performance.now();
     if (s.banks) {
       const b = s.banks;
-      if (b.used.length !== this.banks || b.capacity > this.cap) this.dims(Math.max(b.used.length, this.banks), Math.max(b.capacity, this.cap));
+      const cap = Math.max(b.capacity, this.maxSlot + 1); // exact capacity unless a slot says otherwise
+      if (b.used.length !== this.banks || cap !== this.cap) this.dims(Math.max(b.used.length, 1), cap);
     }
     for (const e of s.pageOps) {
       switch (e.kind) {

@@ -71,7 +71,7 @@ export class StagesView {
       margin: { l: 44, r: 40, t: 24, b: 62 },
       xaxis: { gridcolor: "#2a2e42", tickangle: -30, tickfont: { size: 9 } },
       yaxis: { title: { text: "% of phase time" }, gridcolor: "#2a2e42", rangemode: "tozero" },
-      yaxis2: { overlaying: "y", side: "right", range: [0, 105], showgrid: false, title: { text: "HBM / L2 %" }, ticksuffix: "" },
+      yaxis2: { overlaying: "y", side: "right", range: [0, 105], showgrid: false, title: { text: "HBM util / L2 hit %" }, tickvals: [0, 25, 50, 75, 100] },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
     return true;

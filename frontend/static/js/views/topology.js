@@ -7,7 +7,7 @@ import { bytes, us } from "../format.js";
 const SVG = "http://www.w3.org/2000/svg";
 const W = 1000;
 const H = 230;
-const NODE_W = 104;
+const NODE_W = 124;
 const NODE_H = 44;
 
 function el(tag, attrs, parent) {
@@ -85,7 +85,7 @@ export class TopologyView {
       el("rect", { width: NODE_W, height: NODE_H, rx: 6, fill: "#1f2335", stroke: stageColor(n.kind), "stroke-width": 2 }, grp);
       el("rect", { width: 5, height: NODE_H, rx: 2, fill: stageColor(n.kind) }, grp);
       const label = el("text", { x: NODE_W / 2 + 2, y: 18, "text-anchor": "middle", class: "node-label" }, grp);
-      label.textContent = n.label.length > 16 ? `${n.label.slice(0, 15)}…` : n.label;
+      label.textContent = n.label.length > 18 ? `${n.label.slice(0, 17)}…` : n.label;
       const sub = el("text", { x: NODE_W / 2 + 2, y: 34, "text-anchor": "middle", class: "node-sub" }, grp);
       sub.textContent = n.precision || n.kind;
       const title = el("title", {}, grp);
