@@ -1,0 +1,101 @@
+"""Run a scenario: simulate it, print a short summary, and write events, a Perfetto trace, the summary."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from layerscope import scenario
+from layerscope.events import event_json
+
+HELP = "simulate a scenario (preset name or YAML path) and write its events, trace and summary"
+
+TABLE = (
+    ("prefill_layer_us", "prefill, one layer", "us"),
+    ("prefill_model_ms", "prefill, whole model", "ms"),
+    ("num_chunks", "chunks (attention launches)", ""),
+    ("chunk_sizes", "chunk sizes", "tokens"),
+    ("decode_first_step_us", "first decode step, one layer", "us"),
+    ("decode_step_p50_us", "decode step p50, one layer", "us"),
+    ("decode_step_p99_us", "decode step p99, one layer", "us"),
+    ("decode_model_step_ms", "decode step, whole model", "ms"),
+    ("jitter_us", "jitter (vs running median)", "us"),
+    ("over_sla_steps", "steps over SLA", ""),
+    ("kv_pages", "KV pages", ""),
+    ("peak_hbm_used_gib", "peak HBM used", "GiB"),
+    ("migrations", "page migrations", ""),
+    ("evictions", "page evictions", ""),
+    ("alloc_failures", "allocation failures", ""),
+    ("cross_bank_reads", "cross-bank reads (last step)", ""),
+    ("faults_injected", "faults injected", ""),
+    ("faults_detected", "faults detected", ""),
+    ("crc_bad_banks", "banks failing CRC", ""),
+    ("max_rel_error", "max numeric rel. error (scaled)", ""),
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("scenario", help="a preset name (see `layerscope scenarios`) or a path to a YAML file")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
+    p.add_argument("--events", type=Path, metavar="OUT.jsonl", help="write every event as one JSON line")
+    p.add_argument("--trace", type=Path, metavar="OUT.json", help="write a Chrome/Perfetto trace")
+    p.add_argument("--summary", type=Path, metavar="OUT.json", help="write the summary figures as JSON")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+def load_spec(name: str, assignments: list[str]) -> scenario.ScenarioSpec:
+    spec = scenario.load(name)
+    return scenario.apply_overrides(spec, scenario.parse_set(assignments)) if assignments else spec
+
+
+def run(args: argparse.Namespace) -> int:
+    from layerscope.export import trace
+    from layerscope.runtime.engine import simulate  # late: keeps `layerscope --help` fast
+
+    spec = load_spec(args.scenario, args.set)
+    bar = _ProgressBar(spec.name) if sys.stderr.isatty() and not args.quiet else None
+    result = simulate(spec, progress=bar.update if bar else None)
+    if bar:
+        bar.close()
+    if args.events:
+        with args.events.open("w") as f:
+            for e in result.events:
+                f.write(event_json(e) + "\n")
+    if args.trace:
+        args.trace.write_text(trace.to_json(result))
+    if args.summary:
+        args.summary.write_text(json.dumps(trace._finite(result.summary), indent=2, sort_keys=True) + "\n")
+    if not args.quiet:
+        print(format_summary(spec, result.summary, len(result.events)))
+    return 0
+
+
+def format_summary(spec: scenario.ScenarioSpec, summary: dict, num_events: int) -> str:
+    head = f"{spec.name}: {spec.model} on {spec.gpu}, {spec.runtime} runtime, {spec.allocator} allocator"
+    lines = [head, f"  {num_events} events; times at full size, numerics at the scaled size ({spec.numerics_model})"]
+    for key, label, unit in TABLE:
+        if key in summary:
+            v = summary[key]
+            text = f"{v:,.3f}".rstrip("0").rstrip(".") if isinstance(v, float) else str(v)
+            lines.append(f"  {label:34s} {text:>14s} {unit}")
+    return "\n".join(lines)
+
+
+class _ProgressBar:
+    """A one-line bar on stderr (only when stderr is a terminal)."""
+
+    def __init__(self, label: str, width: int = 30) -> None:
+        self.label, self.width, self.last = label, width, -1
+
+    def update(self, fraction: float) -> None:
+        filled = int(fraction * self.width)
+        if filled != self.last:
+            self.last = filled
+            sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] {fraction:4.0%}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        self.update(1.0)
+        sys.stderr.write("\n")
