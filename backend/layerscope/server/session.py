@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +28,7 @@ from layerscope import scenario as scn
 from layerscope.protocol import (
     COMMAND_ADAPTER,
     MAX_MESSAGE_BYTES,
+    MAX_REPLAY_BYTES,
     LoadCommand,
     PauseCommand,
     PlayCommand,
@@ -35,7 +37,7 @@ from layerscope.protocol import (
     StepCommand,
 )
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import PreparedRun, RunCache
+from layerscope.server.runs import PreparedRun, RunCache, replay_run
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -75,7 +77,8 @@ class OutQueue:
             tail["t_us"] = t_us
             self.dropped_snapshots += dropped
         else:
-            self._items.append({"type": "frame", "t_us": t_us, "events": events, "reset": reset})
+            created = time.time() * 1000.0  # a merged frame keeps its first content's time: delay is the oldest's
+            self._items.append({"type": "frame", "t_us": t_us, "events": events, "reset": reset, "created_ms": created})
             self._frames += 1
         self._ready.set()
 
@@ -102,6 +105,7 @@ class OutQueue:
                 "events": msg["events"],
                 "dropped_snapshots": self.dropped_snapshots,
                 "reset": msg["reset"],
+                "created_ms": msg["created_ms"],
             }
         return msg
 
@@ -114,14 +118,20 @@ class CommandError(ValueError):
 
 def parse_command(text: str) -> Any:
     size = len(text.encode())
-    if size > MAX_MESSAGE_BYTES:
+    # Only a `load` replaying recorded events may be large; the substring test spares parsing anything else.
+    limit = MAX_REPLAY_BYTES if '"events"' in text else MAX_MESSAGE_BYTES
+    if size > limit:
         raise CommandError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise CommandError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except RecursionError:  # e.g. 60 000 nested '[': json.loads recurses once per level
+        raise CommandError("invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise CommandError(f"a command is a JSON object, got {type(data).__name__}")
+    if size > MAX_MESSAGE_BYTES and not (data.get("type") == "load" and data.get("events") is not None):
+        raise CommandError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
     if "type" not in data:
         raise CommandError("missing field 'type'", "type")
     try:
@@ -195,8 +205,6 @@ class Session:
         self._send_state()
 
     def _spec_of(self, cmd: LoadCommand) -> scn.ScenarioSpec:
-        if cmd.events is not None:
-            raise CommandError("replaying recorded events is not supported by this server yet", "events")
         if (cmd.scenario is None) == (cmd.spec is None):
             raise CommandError(
                 "load needs exactly one of 'scenario' (a preset name) or 'spec' (an inline spec)", "scenario"
@@ -215,7 +223,9 @@ class Session:
         self._load_seq += 1
         mine = self._load_seq
         try:
-            run = await self.runs.get(spec)
+            run = await (self._replay(spec, cmd.events) if cmd.events is not None else self.runs.get(spec))
+        except CommandError:
+            raise
         except ValueError as e:  # the engine refuses a combination the schema allows
             raise CommandError(f"cannot simulate this scenario: {e}") from None
         except Exception as e:  # never let a simulator bug take the connection down
@@ -227,6 +237,15 @@ class Session:
         self.queue.clear_frames()
         self.queue.push_control(loaded_message(run))
         self._send_state()
+
+    async def _replay(self, spec: scn.ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
+        """A recorded run: events validated one by one (the first bad one is named), never cached."""
+        try:
+            return await asyncio.to_thread(replay_run, spec, events)
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            raise CommandError(f"field '{field}': {err['msg']}", field) from None
 
     def _send_state(self) -> None:
         pb = self.playback

@@ -1,0 +1,50 @@
+"""The server over the real engine and the shipped presets (the rest of tests/server uses a fake)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from layerscope.server.app import create_app
+from layerscope.server.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def real() -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(play_seconds=0.3, tick_s=0.005))) as c:
+        yield c
+
+
+def test_presets_listed(real: TestClient) -> None:
+    names = {s["name"] for s in real.get("/api/scenarios").json()}
+    assert {"prefill-8k-chunked", "decode-pulses", "real-qwen3-235b-h200"} <= names
+
+
+def test_trace_download_is_perfetto_json(real: TestClient) -> None:
+    r = real.get("/api/trace", params={"scenario": "prefill-8k-chunked"})
+    assert r.status_code == 200
+    assert r.headers["content-disposition"] == 'attachment; filename="prefill-8k-chunked.trace.json"'
+    slices = [e for e in r.json()["traceEvents"] if e["ph"] == "X"]
+    assert any(e["name"] == "qwen3_prefill_flash_attn_chunked" for e in slices)
+
+
+def test_play_real_preset_one_attention_launch_per_chunk(real: TestClient) -> None:
+    with real.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "load", "scenario": "prefill-8k-chunked"})
+        loaded = ws.receive_json()
+        assert loaded["type"] == "loaded" and loaded["claims"], loaded.get("message")
+        assert {n["id"] for n in loaded["topology"]["prefill"]["nodes"]} >= {"attention"}
+        ws.send_json({"type": "play", "speed": 4})
+        events = []
+        while (m := ws.receive_json())["type"] != "end":
+            if m["type"] == "frame":
+                events += m["events"]
+    kernels = [e for e in events if e["kind"] == "kernel"]
+    attn = [k for k in kernels if k["stage"] == "attention" and k["phase"] == "prefill"]
+    chunks = [e for e in events if e["kind"] == "chunk"]
+    assert len(chunks) == len(attn) == 2
+    assert sorted(k["chunk"] for k in attn) == [c["chunk"] for c in chunks]
+    assert len(kernels) == sum(e["kind"] == "kernel" for e in events) and len(kernels) > len(attn)
+    assert m["summary"]
