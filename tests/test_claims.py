@@ -150,3 +150,35 @@ def test_numeric_claims_are_measured() -> None:
     assert rows["lut_sigmoid"]["simulated"] == pytest.approx(measured["sigmoid_lut_max_abs_error"])
     assert rows["shared_rmsnorm"]["simulated"] == pytest.approx(100 * measured["shared_rmsnorm_rel_error"])
     assert rows["lut_sigmoid"]["verdict"] == verdict("at_most", 1e-4, rows["lut_sigmoid"]["simulated"], 0.0)
+
+
+def _simulated(name: str) -> dict[str, dict]:
+    from layerscope.runtime.engine import simulate
+    from layerscope.scenario import load_preset
+
+    result = simulate(load_preset(name))
+    return {"summary": result.summary, **{r["id"]: r for r in build_claims(result)}}
+
+
+def test_claims_of_a_real_run_come_from_its_summary_and_events() -> None:
+    rows = _simulated("chunk-adapt-low-memory")
+    summary = rows.pop("summary")
+    assert rows["prefill_layer"]["simulated"] == pytest.approx(summary["prefill_layer_us"] / 1e3)
+    assert rows["attention_launches"]["simulated"] == summary["num_attention_launches"]
+    assert rows["chunk_size_low_mem"]["simulated"] == 2048 and rows["chunk_size_low_mem"]["verdict"] == "consistent"
+    assert rows["chunk_threshold"]["simulated"] < 12.0  # free HBM when the scheduler shrank the chunk
+    assert rows["banks"]["simulated"] == 32
+    shares = [r for k, r in rows.items() if k.startswith("share_prefill_")]
+    assert shares and all(r["simulated"] == pytest.approx(100 * summary[r["id"]]) for r in shares)
+    for r in rows.values():
+        v = r["verdict"]
+        assert v in ("consistent", "not stated", NOT_EXERCISED) or v.startswith("off by "), v
+        if v.startswith("off by "):
+            factor = off_factor(r["stated"], r["simulated"])
+            assert v == f"off by {factor:.3g}x" and r["explanation"]
+
+
+def test_allocator_pair_fills_the_22ms_row_from_the_naive_run() -> None:
+    rows = _simulated("allocator-off-long-context")
+    assert rows["decode_no_allocator"]["simulated"] is not None
+    assert rows["decode_no_allocator"]["simulated"] > rows["decode_step"]["simulated"]

@@ -71,3 +71,20 @@ def test_not_yaml_and_not_a_mapping_name_the_file(tmp_path: Path) -> None:
         path = _write(tmp_path, text)
         with pytest.raises(ScenarioError, match=str(path)):
             scenario.load(str(path))
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_preset_runs_and_meets_its_tour(name: str) -> None:
+    from layerscope.runtime.engine import simulate
+    from layerscope.tour import format_results, tour_results
+
+    spec = load_preset(name)
+    result = simulate(spec)
+    assert result.events and result.summary
+    assert (result.compare is not None) == (spec.compare is not None)
+    rows = tour_results(result)
+    assert len(rows) == len(spec.tour)
+    assert all(r["passed"] for r in rows), f"{name}:\n{format_results(rows)}"
+    for step, row in zip(spec.tour, rows, strict=True):
+        if step.at_event:  # the dashboard can pause there: the event exists in this run
+            assert row["t_us"] is not None

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from layerscope.cli import main
 from layerscope.events import PageAllocEvent, PageEvictEvent, PageFreeEvent, PageMigrateEvent
 from layerscope.export.report import PAGE_STATES, bank_grid
 
@@ -29,3 +34,52 @@ def test_bank_grid_replays_page_events_up_to_a_moment() -> None:
         [DECODE, FREE, FREE, FREE],
         [PREFILL, HINT, FREE, FREE],
     ]
+
+
+_SCRIPT = re.compile(r"<script\b[^>]*>.*?</script>", re.S | re.I)
+_EXTERNAL = re.compile(r"""\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.I)
+
+
+@lru_cache(maxsize=1)
+def _report() -> tuple[str, object]:
+    from layerscope.export.report import build_report
+    from layerscope.runtime.engine import simulate
+    from layerscope.scenario import load_preset
+
+    result = simulate(load_preset("article-vs-real"))  # a pair: both runs in the figures
+    return build_report(result), result
+
+
+def test_report_is_self_contained() -> None:
+    doc, _ = _report()
+    assert doc.startswith("<!DOCTYPE html>")
+    markup = _SCRIPT.sub("", doc)  # plotly.min.js holds URL strings in its code; attributes are what load
+    assert not _EXTERNAL.search(markup)
+    assert not re.search(r"<script[^>]*\bsrc=", doc, re.I) and not re.search(r"<link[^>]*\bhref=", doc, re.I)
+    assert "* plotly.js v" in doc  # the library itself is inlined
+
+
+def test_report_contains_figures_claims_and_tour() -> None:
+    from layerscope.claims import build_claims
+    from layerscope.tour import tour_results
+
+    doc, result = _report()
+    for fid in ("timeline", "memory", "latency", "stages", "banks"):
+        assert f'id="fig-{fid}"' in doc
+    assert doc.count("Plotly.newPlot") >= 5
+    assert "after prefill" in doc and "mid-decode" in doc and "end of run" in doc  # the bank map at key moments
+    assert '<table class="claims">' in doc
+    for row in build_claims(result):
+        assert row["claim"].replace("'", "&#x27;") in doc
+    for step, row in zip(result.spec.tour, tour_results(result), strict=True):
+        assert step.title in doc
+        assert ("passed" if row["passed"] else "FAILED") in doc
+    assert result.spec.compare.label in doc  # the compare run is named
+
+
+def test_report_command_writes_one_file(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", "prefill-8k-chunked", "-o", str(out)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
+    assert "Two attention launches" in out.read_text()
+    assert main(["report", "prefill-8k-chunked", "-o", str(tmp_path / "nope" / "r.html")]) == 2
