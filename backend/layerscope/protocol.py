@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 MAX_MESSAGE_BYTES = 64 * 1024  # a client message above this is refused
+MAX_REPLAY_BYTES = 16 * 1024 * 1024  # ... except a `load` carrying recorded `events`, up to this
+MAX_REPLAY_EVENTS = 200_000
 MAX_SPEED = 1e6
 PROTOCOL_VERSION = 1
 
@@ -21,7 +23,11 @@ class LoadCommand(_Command):
     spec: dict[str, Any] | None = Field(None, description="an inline scenario spec")
     set: dict[str, Any] = Field(default_factory=dict, description="field overrides")
     events: list[dict[str, Any]] | None = Field(
-        None, max_length=200_000, description="a recorded event stream to replay instead of simulating"
+        None,
+        min_length=1,
+        max_length=MAX_REPLAY_EVENTS,
+        description="a recorded event stream (`layerscope run --events`) to replay instead of simulating; "
+        "`scenario` or `spec` names the spec it was recorded from",
     )
 
 
@@ -71,6 +77,8 @@ class FrameMessage(BaseModel):
     t_us: float
     events: list[dict[str, Any]]
     dropped_snapshots: int = 0  # grid/memory snapshots this client lost because it read slowly
+    reset: bool = False
+    created_ms: float | None = None  # server wall clock (ms since the epoch) when the frame was made: delay checks
 
 
 class EndMessage(BaseModel):

@@ -173,7 +173,7 @@ BAD_COMMANDS = [
     ('{"type": "load", "spec": {"bogus": 1}}', "spec.bogus", "not permitted"),
     ('{"type": "load", "scenario": "two-chunks", "set": {"prompt_len": 10000000}}', "set.prompt_len", "less than"),
     ('{"type": "load", "scenario": "two-chunks", "set": {"nope": 1}}', "set.nope", "unknown field 'nope'"),
-    ('{"type": "load", "scenario": "two-chunks", "events": []}', "events", "not supported"),
+    ('{"type": "load", "scenario": "two-chunks", "events": []}', "events", "at least 1"),
 ]
 
 

@@ -127,6 +127,52 @@ def prepare(result: SimResultLike) -> PreparedRun:
     )
 
 
+@dataclass
+class _Recorded:
+    """A recorded run in the shape of the engine's result (no compare run: a recording holds one run)."""
+
+    spec: ScenarioSpec
+    events: list[BaseModel]
+    topology: Topology
+    summary: dict[str, Any]
+    compare: Any = None
+
+
+class ReplayError(ValueError):
+    """A recorded event that does not fit the event schema; `field` is its place (`events.12.dur_us`)."""
+
+    def __init__(self, message: str, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def replay_run(spec: ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
+    """Prepare recorded events (`layerscope run --events`) for playback as if `spec` had just been simulated.
+
+    Each event is validated against the event schema (the first bad one raises ReplayError naming it); the
+    topology is the runtime plan's for the spec, the summary the recording's `summary` event.
+    """
+    from pydantic import ValidationError
+
+    from layerscope.events import EVENT_ADAPTER, SummaryEvent
+    from layerscope.hardware.cost import CostModel
+    from layerscope.hardware.gpus import gpu
+    from layerscope.model.config import PRESETS
+    from layerscope.runtime.plan import get_runtime
+
+    parsed: list[BaseModel] = []
+    for i, raw in enumerate(events):
+        try:
+            parsed.append(EVENT_ADAPTER.validate_python(raw))
+        except ValidationError as e:
+            err = e.errors()[0]
+            field = ".".join(str(p) for p in ("events", i, *err["loc"]))
+            raise ReplayError(f"field '{field}': {err['msg']}", field) from None
+    summary = next((dict(e.figures) for e in reversed(parsed) if isinstance(e, SummaryEvent)), {})
+    topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu(spec.gpu)))
+    return prepare(_Recorded(spec=spec, events=parsed, topology=topology, summary=summary))
+
+
 class RunCache:
     """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation."""
 

@@ -37,7 +37,7 @@ from layerscope.protocol import (
     StepCommand,
 )
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import PreparedRun, RunCache, replay_run
+from layerscope.server.runs import PreparedRun, ReplayError, RunCache, replay_run
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -121,7 +121,7 @@ def parse_command(text: str) -> Any:
     # Only a `load` replaying recorded events may be large; the substring test spares parsing anything else.
     limit = MAX_REPLAY_BYTES if '"events"' in text else MAX_MESSAGE_BYTES
     if size > limit:
-        raise CommandError(f"message of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit")
+        raise CommandError(f"message of {size} bytes is over the {limit}-byte limit")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -239,13 +239,11 @@ class Session:
         self._send_state()
 
     async def _replay(self, spec: scn.ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
-        """A recorded run: events validated one by one (the first bad one is named), never cached."""
+        """A recorded run: events validated one by one (the first bad one is named); not cached."""
         try:
             return await asyncio.to_thread(replay_run, spec, events)
-        except ValidationError as e:
-            err = e.errors()[0]
-            field = ".".join(str(p) for p in err["loc"])
-            raise CommandError(f"field '{field}': {err['msg']}", field) from None
+        except ReplayError as e:
+            raise CommandError(str(e), e.field) from None
 
     def _send_state(self) -> None:
         pb = self.playback
