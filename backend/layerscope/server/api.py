@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -81,7 +82,17 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/api/debug/sessions", tags=["ops"])
-def debug_sessions(request: Request) -> dict[str, int]:
-    """Live websocket sessions and their tasks; simulations run and runs cached (leak checks)."""
+async def debug_sessions(request: Request) -> dict[str, int]:
+    """Live websocket sessions and their tasks, asyncio tasks in the server, the longest client queue,
+    snapshots dropped for slow readers; simulations run and runs cached (leak and load checks)."""
     live, runs = request.app.state.live, request.app.state.runs
-    return {"sessions": live.sessions, "tasks": live.tasks, "simulations": runs.simulations, "cached_runs": len(runs)}
+    queues = [s.queue for s in live.open]
+    return {
+        "sessions": live.sessions,
+        "tasks": live.tasks,
+        "asyncio_tasks": len(asyncio.all_tasks()),
+        "max_queue": max((len(q) for q in queues), default=0),
+        "dropped_snapshots": sum(q.dropped_snapshots for q in queues),
+        "simulations": runs.simulations,
+        "cached_runs": len(runs),
+    }

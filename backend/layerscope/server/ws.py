@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -22,6 +22,7 @@ class LiveCounter:
 
     sessions: int = 0
     tasks: int = 0
+    open: set[Session] = field(default_factory=set)  # for queue figures in /api/debug/sessions
 
 
 def origin_allowed(origin: str | None, host: str | None, allowed: list[str]) -> bool:
@@ -43,6 +44,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
     await ws.accept()
     session = Session(runs, settings)
     live.sessions += 1
+    live.open.add(session)
     tasks = [asyncio.create_task(session.sender(ws.send_text)), asyncio.create_task(session.ticker())]
     live.tasks += len(tasks)
     try:
@@ -55,6 +57,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
                 await t
         live.tasks -= len(tasks)
         live.sessions -= 1
+        live.open.discard(session)
 
 
 async def _receive_loop(ws: WebSocket, session: Session, tasks: list[asyncio.Task[None]]) -> None:
