@@ -25,8 +25,10 @@ from layerscope.events import (
     CrcEvent,
     DecodeStepEvent,
     ExpertsEvent,
+    FaultEvent,
     KernelEvent,
     MemoryEvent,
+    NumericsEvent,
     PageAllocEvent,
     PageEvictEvent,
     PageFreeEvent,
@@ -70,8 +72,9 @@ def timeline_figure(result: SimResultLike) -> go.Figure:
             y=[f"{k.phase}/{k.stream}" for k in ks],
             hovertext=[_kernel_hover(k) for k in ks],
             hoverinfo="text",
+            marker_line_width=0,
         ))  # fmt: skip
-    sampled = f" (decode: every {stride}th step shown)" if stride > 1 else ""
+    sampled = f" (decode: 1 step in {stride} shown)" if stride > 1 else ""
     fig.update_layout(barmode="overlay", title=f"Kernel timeline, one layer{sampled}", xaxis_title="time (ms)")
     return fig
 
@@ -253,6 +256,27 @@ def experts_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
+def numerics_figure(result: SimResultLike) -> go.Figure | None:
+    """Relative error of the scaled numpy layer against its clean reference, with fault events marked."""
+    nums = [e for e in result.events if isinstance(e, NumericsEvent)]
+    if not nums:
+        return None
+    finite = [(e.t_us / 1e3, e.rel_error) for e in nums if math.isfinite(e.rel_error)]
+    broken = [e.t_us / 1e3 for e in nums if not math.isfinite(e.rel_error) or e.nan_count or e.inf_count]
+    fig = go.Figure(go.Scatter(x=[t for t, _ in finite], y=[max(v, 1e-12) for _, v in finite], mode="lines+markers",
+                               name="relative error vs clean run"))  # fmt: skip
+    if broken:
+        fig.add_trace(go.Scatter(x=broken, y=[1.0] * len(broken), mode="markers", name="NaN / inf in output",
+                                 marker={"color": "#d62728", "symbol": "x", "size": 10}))  # fmt: skip
+    for f in (e for e in result.events if isinstance(e, FaultEvent)):
+        fig.add_vline(x=f.t_us / 1e3, line_dash="dot", line_color="#b3261e",
+                      annotation_text=f"{f.fault} {f.action}", annotation_textangle=-90,
+                      annotation_position="top left" if f.action == "injected" else "top right")  # fmt: skip
+    fig.update_layout(title=f"Numerics: the scaled layer ({nums[0].scaled_model}) against a clean run",
+                      xaxis_title="simulated time (ms)", yaxis_title="relative error", yaxis_type="log")  # fmt: skip
+    return fig
+
+
 def figures(result: SimResultLike) -> list[tuple[str, str, go.Figure]]:
     """(id, caption, figure) in report order; figures a run cannot show are left out."""
     out = [
@@ -267,15 +291,20 @@ def figures(result: SimResultLike) -> list[tuple[str, str, go.Figure]]:
     experts = experts_figure(result)
     if experts is not None:
         out.append(("experts", "Expert routing per step.", experts))
+    numerics = numerics_figure(result)
+    if numerics is not None:
+        out.append(("numerics", "How far the numbers drift, and when faults strike.", numerics))
     return out
 
 
 # -- helpers -------------------------------------------------------------------------------------------
 def _runs(result: SimResultLike) -> list[tuple[str, SimResultLike]]:
-    runs = [(result.spec.name, result)]
-    if result.compare is not None:
-        runs.append((getattr(result.spec.compare, "label", "compare"), result.compare))
-    return runs
+    """(label, run) for the run and its compare run; the main run is labelled by the settings the pair varies."""
+    spec = result.spec
+    if result.compare is None or spec.compare is None:
+        return [(spec.name, result)]
+    varied = ", ".join(f"{k}={getattr(spec, k)}" for k in spec.compare.set) or spec.name
+    return [(varied, result), (spec.compare.label, result.compare)]
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[Any]], cls: str = "") -> str:
