@@ -39,7 +39,7 @@ def cache_case(draw: st.DrawFn) -> tuple[int, list[int], int, int, int]:
     )
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(cache_case(), st.booleans())
 def test_chunked_prefill_and_decode_through_cache_equal_full_forward(case, dense: bool) -> None:
     prompt, cuts, decode_steps, page_size, banks = case
@@ -55,7 +55,7 @@ def test_chunked_prefill_and_decode_through_cache_equal_full_forward(case, dense
     assert rel_err(np.concatenate(pieces), full) <= 1e-4
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, derandomize=True)
 @given(st.integers(9, 40), st.integers(2, 8), st.integers(1, 4), st.data())
 def test_corrupted_block_table_gives_a_detectably_different_output(
     prompt: int, page_size: int, banks: int, data
