@@ -97,3 +97,14 @@ def test_tour_results_rows() -> None:
     assert rows[3]["t_us"] == 3.0 and "nope" in rows[3]["error"]
     text = format_results(rows)
     assert text.count("PASS") == 1 and text.count("FAIL") == 3
+
+
+def test_tour_command_exit_status_follows_the_checks(capsys: pytest.CaptureFixture[str]) -> None:
+    from layerscope.cli import main
+
+    assert main(["tour", "prefill-8k-chunked"]) == 0
+    assert "PASS   2. Two attention launches" in capsys.readouterr().out
+    # 2048-token chunks make four launches: the tour's claim of two fails, and says what it saw.
+    assert main(["tour", "prefill-8k-chunked", "--set", "chunk_size=2048"]) == 1
+    assert "num_attention_launches == 2  actual 4" in capsys.readouterr().out
+    assert main(["tour", "no-such-preset"]) == 2
