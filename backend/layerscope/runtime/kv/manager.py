@@ -45,7 +45,13 @@ class KVManager:
         self.page_bytes = page_size * model.kv_bytes_per_token()  # whole model, all layers
         self.page_bytes_layer = page_size * model.kv_bytes_per_token_per_layer()
         pool_pages = int(max(0.0, free_hbm_bytes - workspace_bytes) // self.page_bytes)
-        self.pool = BlockPool(banks, max(1, pool_pages // banks))
+        if pool_pages < banks:
+            raise ValueError(
+                f"free_hbm_gib={free_hbm_bytes / GIB:g} leaves room for {pool_pages} KV pages of "
+                f"{self.page_bytes / 2**20:.0f} MiB, fewer than one per bank ({banks} banks): "
+                "raise free_hbm_gib, or lower page_size or banks"
+            )
+        self.pool = BlockPool(banks, pool_pages // banks)
         self.allocator = POLICIES[policy](self.pool)
         self.content = np.full((banks, self.pool.pages_per_bank), NEVER_WRITTEN, dtype=np.int64)
 

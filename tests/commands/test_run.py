@@ -1,0 +1,70 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from layerscope.cli import main
+from layerscope.events import parse_event
+
+
+def test_run_writes_events_trace_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ev, tr, su = tmp_path / "e.jsonl", tmp_path / "t.json", tmp_path / "s.json"
+    rc = main(["run", "prefill-8k-chunked", "--set", "decode_steps=4", "--events", str(ev), "--trace", str(tr),
+               "--summary", str(su)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""  # no progress bar when stderr is not a terminal
+    assert "prefill-8k-chunked" in out and "chunks (attention launches)" in out
+    events = [parse_event(json.loads(line)) for line in ev.read_text().splitlines()]
+    assert events[-1].kind == "summary"
+    summary = json.loads(su.read_text())
+    assert summary == json.loads(json.dumps(events[-1].figures)) and summary["num_chunks"] == 2
+    assert json.loads(tr.read_text())["traceEvents"]
+
+
+def test_run_twice_gives_identical_event_files(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (a, b):
+        assert main(["run", "decode-pulses", "--quiet", "--set", "numerics=true", "--events", str(path)]) == 0
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_run_accepts_a_yaml_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\nmodel: article\nruntime: article\nprompt_len: 300\ndecode_steps: 2\n")
+    assert main(["run", str(path)]) == 0
+    assert "mine: article" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["run", "no-such-scenario"], "unknown scenario 'no-such-scenario'"),
+        (["run", "prefill-8k-chunked", "--set", "chunk_size"], "expected key=value"),
+        (["run", "prefill-8k-chunked", "--set", "nope=1"], "unknown field 'nope'"),
+        (["run", "prefill-8k-chunked", "--set", "banks=0"], "field 'banks'"),
+        (["run", "prefill-8k-chunked", "--set", "prompt_len=999999999"], "field 'prompt_len'"),
+        (["sweep", "prefill-8k-chunked", "--chunk-sizes", "big"], "--chunk-sizes"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1
+
+
+def test_sweep_smaller_chunks_win_under_memory_path_contention(capsys: pytest.CaptureFixture[str]) -> None:
+    def best(contention: float) -> int:
+        assert main(["sweep", "prefill-8k-chunked", "--chunk-sizes", "1024,2048,4096,8192", "--json",
+                     "--set", f"memory_path_contention={contention}"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert [r["chunk_size"] for r in data["rows"]] == [1024, 2048, 4096, 8192]
+        assert [r["num_chunks"] for r in data["rows"]] == [8, 4, 2, 1]
+        return data["best_chunk_size"]
+
+    assert best(0.0) == 8192 and best(1.0) < 8192
+
+
+def test_sweep_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "prefill-8k-chunked", "--chunk-sizes", "2048,4096"]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s" in out and "<- best" in out and len(out.splitlines()) == 4

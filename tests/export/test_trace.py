@@ -1,0 +1,41 @@
+import json
+
+from layerscope.export.trace import to_json, to_perfetto
+from layerscope.runtime.engine import simulate
+from layerscope.scenario import ScenarioSpec
+
+
+def _result():  # noqa: ANN202
+    spec = ScenarioSpec(model="qwen3-235b-a22b", runtime="vllm", prompt_len=8192, decode_steps=40, fragmentation=0.3,
+                        numerics=True, faults=[{"kind": "ecc_bitflips", "at_step": 3, "count": 8}])
+    return simulate(spec)
+
+
+def test_trace_is_valid_chrome_json_with_tracks_counters_and_instants() -> None:
+    r = _result()
+    data = json.loads(to_json(r))  # strict JSON: no NaN/Infinity literals
+    events = data["traceEvents"]
+    by_ph: dict[str, list] = {}
+    for e in events:
+        assert {"ph", "name", "pid", "tid"} <= set(e)
+        by_ph.setdefault(e["ph"], []).append(e)
+    for e in by_ph["X"]:
+        assert isinstance(e["ts"], float | int) and e["dur"] >= 0 and e["ts"] >= 0
+    kernels = [e for e in r.events if e.kind == "kernel"]
+    assert len(by_ph["X"]) == len(kernels)
+    names = {e["tid"]: e["args"]["name"] for e in by_ph["M"] if e["name"] == "thread_name"}
+    assert {"compute", "copy", "events"} <= set(names.values())  # one track per stream, plus instants
+    streams = {e.stream for e in kernels}
+    for s in streams:  # every kernel sits on its stream's track
+        tid = next(t for t, n in names.items() if n == s)
+        assert sum(1 for e in by_ph["X"] if e["tid"] == tid) == sum(1 for k in kernels if k.stream == s)
+    counters = {e["name"] for e in by_ph["C"]}
+    assert counters == {"HBM used (GiB)", "bank occupancy (pages)", "decode step latency (us)"}
+    instants = {e["cat"] for e in by_ph["i"]}
+    assert {"fault", "page_migrate", "phase", "chunk"} <= instants
+    assert any(e["name"] == "process_name" for e in by_ph["M"])
+
+
+def test_trace_dict_matches_the_json() -> None:
+    r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512, decode_steps=4))
+    assert json.loads(to_json(r))["traceEvents"] == json.loads(json.dumps(to_perfetto(r)))["traceEvents"]

@@ -1,0 +1,56 @@
+import numpy as np
+import pytest
+
+from layerscope.runtime.kv.block_pool import BlockPool
+
+
+def test_take_release_and_free_list_order() -> None:
+    pool = BlockPool(banks=2, pages_per_bank=4)
+    pool.take("a", 0, 1, logical=0)
+    pool.take("a", 0, 3, logical=1)
+    assert pool.free_slots(0) == [0, 2]
+    assert pool.free_slots(1) == [0, 1, 2, 3]
+    assert pool.used_per_bank() == [2, 0] and pool.num_free == 6
+    assert pool.first_free(0) == 0 and pool.first_free(0, start=1) == 2 and pool.first_free(0, start=3) is None
+    pool.release(0, 1)
+    assert pool.free_slots(0) == [0, 1, 2]
+    pool.check()
+
+
+def test_first_free_anywhere_walks_addresses_slot_major() -> None:
+    pool = BlockPool(banks=3, pages_per_bank=2)
+    order = []
+    for i in range(6):
+        where = pool.first_free_any()
+        assert where is not None
+        pool.take("a", *where, logical=i)
+        order.append(where)
+    assert order == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+    assert pool.first_free_any() is None  # an expected shortage is a return value
+    pool.release(1, 0)
+    assert pool.first_free_any() == (1, 0)
+
+
+def test_caller_mistakes_raise() -> None:
+    pool = BlockPool(banks=2, pages_per_bank=2)
+    pool.take("a", 0, 0, logical=0)
+    with pytest.raises(ValueError, match="already owned"):
+        pool.take("b", 0, 0, logical=0)
+    with pytest.raises(ValueError, match="already free"):
+        pool.release(1, 1)
+    with pytest.raises(ValueError, match="outside the pool"):
+        pool.take("a", 2, 0, logical=1)
+    with pytest.raises(ValueError):
+        BlockPool(0, 4)
+
+
+def test_runs_of_adjacent_free_slots() -> None:
+    pool = BlockPool(banks=2, pages_per_bank=8)
+    for slot in (1, 4):
+        pool.take("t", 0, slot, logical=slot)
+    assert pool.largest_free_run(0) == 3  # slots 5, 6, 7
+    assert pool.largest_free_run() == 8  # bank 1 is empty
+    assert pool.find_run(2, 0) == 2 and pool.find_run(3, 0) == 5 and pool.find_run(4, 0) is None
+    pool.take_many("t", np.array([1, 1]), np.array([0, 5]), np.array([0, 1]))
+    assert pool.largest_free_run(1) == 4 and pool.num_free == 12
+    pool.check()

@@ -1,0 +1,109 @@
+import math
+
+import numpy as np
+import pytest
+
+from layerscope.runtime.engine import simulate
+from layerscope.runtime.faults import flip_bits, stale_pages
+from layerscope.scenario import ScenarioSpec
+
+QWEN = dict(model="qwen3-235b-a22b", runtime="vllm", gpu="h100-sxm", prompt_len=8192, decode_steps=24)
+
+
+def _faults(r, kind: str) -> list:  # noqa: ANN001
+    return [e for e in r.events if e.kind == "fault" and e.fault == kind]
+
+
+def _actions(r, kind: str) -> list[str]:  # noqa: ANN001
+    return [e.action for e in _faults(r, kind)]
+
+
+@pytest.mark.parametrize("numerics", [True, False])
+def test_stale_chunk_metadata_slows_decode_and_is_detected(numerics: bool) -> None:
+    clean = simulate(ScenarioSpec(**QWEN, numerics=numerics))
+    spec = ScenarioSpec(**QWEN, numerics=numerics, faults=[{"kind": "stale_chunk_metadata", "at_chunk": 1,
+                                                            "count": 64}])
+    r = simulate(spec)
+    assert _actions(r, "stale_chunk_metadata")[:2] == ["injected", "detected"]
+    assert r.summary["faults_injected"] == r.summary["faults_detected"] == 1
+    assert r.summary["decode_step_p50_us"] > clean.summary["decode_step_p50_us"]  # slow steps
+    assert r.summary["crc_bad_banks"] > 0  # the map disagrees with what was written
+    if numerics:
+        assert r.summary["max_rel_error"] > 0.01  # wrong reads
+    else:
+        crc = [e for e in r.events if e.kind == "crc"]
+        assert crc and crc[-1].source == "metadata" and crc[-1].bad_banks
+
+
+def test_disabled_chunk_scheduler_diverges_from_the_clean_run() -> None:
+    spec = ScenarioSpec(**QWEN, numerics=True, faults=[{"kind": "chunk_scheduler_disabled"}])
+    r = simulate(spec)
+    chunks = [e for e in r.events if e.kind == "chunk"]
+    assert [c.reason for c in chunks] == ["disabled", "disabled"] and chunks[0].pages == chunks[1].pages
+    errors = [e.rel_error for e in r.events if e.kind == "numerics"]
+    assert errors[0] == 0.0 and max(errors) > 0.05  # chunk 0 is fine; what reads its overwritten KV is not
+    assert _actions(r, "chunk_scheduler_disabled") == ["injected", "detected"]
+    clean = simulate(ScenarioSpec(**QWEN, numerics=True))
+    assert clean.summary["max_rel_error"] == 0.0 and clean.summary["crc_bad_banks"] == 0
+
+
+def test_disabled_scheduler_is_caught_by_validation_without_numerics() -> None:
+    r = simulate(ScenarioSpec(**QWEN, faults=[{"kind": "chunk_scheduler_disabled"}]))
+    detected = [e for e in _faults(r, "chunk_scheduler_disabled") if e.action == "detected"]
+    assert detected and "CRC32" in detected[0].detail and r.summary["crc_bad_banks"] > 0
+
+
+def test_ecc_bitflips_in_2bit_weights_give_nan_and_are_detected() -> None:
+    spec = ScenarioSpec(model="article", runtime="article", prompt_len=1024, decode_steps=8, numerics=True,
+                        faults=[{"kind": "ecc_bitflips", "at_step": 2, "count": 8}])
+    r = simulate(spec)
+    assert _actions(r, "ecc_bitflips") == ["injected", "detected"]
+    hit = [e for e in r.events if e.kind == "numerics" and e.step is not None and e.step >= 2]
+    assert hit[0].nan_count + hit[0].inf_count > 0 and math.isinf(hit[0].rel_error)
+    before = [e for e in r.events if e.kind == "numerics" and (e.step is None or e.step < 2)]
+    assert all(e.nan_count == 0 and e.rel_error == 0.0 for e in before)
+    assert r.summary["nan_detected"] is True
+
+
+def test_memory_contention_makes_jitter() -> None:
+    clean = simulate(ScenarioSpec(**QWEN))
+    r = simulate(ScenarioSpec(**QWEN, faults=[{"kind": "memory_contention", "at_step": 8, "rate": 0.5,
+                                               "count": 8}]))
+    assert _actions(r, "memory_contention") == ["injected", "detected"]
+    assert r.summary["jitter_us"] > 5 * clean.summary["jitter_us"]
+    lat = [e.latency_us for e in r.events if e.kind == "decode_step"]
+    assert max(lat[8:16]) > 1.3 * lat[7] and lat[20] < 1.05 * lat[7]  # only while the thief runs
+
+
+def test_pressure_evicts_pages_and_decode_refetches_them() -> None:
+    spec = ScenarioSpec(model="qwen3-235b-a22b", runtime="vllm", prompt_len=16384, decode_steps=30, free_hbm_gib=13,
+                        actions=[{"do": "pressure", "at_step": 10, "amount_gib": 12},
+                                 {"do": "release", "at_step": 20, "amount_gib": 12}])
+    r = simulate(spec)
+    evicts = [e for e in r.events if e.kind == "page_evict"]
+    assert evicts and r.summary["evictions"] > 0
+    steps = [e for e in r.events if e.kind == "decode_step"]
+    assert steps[9].refetched_pages == 0 and steps[10].refetched_pages > 0
+    assert steps[10].model_latency_us > 2 * steps[9].model_latency_us  # re-fetch over the host link
+    assert steps[25].refetched_pages == 0  # after the release the pages came back
+
+
+def test_fragmentation_fails_an_allocation_while_memory_is_ample_then_compaction_repairs_it() -> None:
+    spec = ScenarioSpec(model="qwen3-235b-a22b", runtime="vllm", prompt_len=8192, decode_steps=512,
+                        fragmentation=0.5, decode_page_hint=True, actions=[{"do": "compact", "at_step": 4}])
+    r = simulate(spec)
+    [fail] = [e for e in r.events if e.kind == "alloc_fail"]
+    assert fail.contiguous and fail.free_pages > 10 * fail.pages_wanted and fail.largest_free_run < fail.pages_wanted
+    compact = [e for e in r.events if e.kind == "page_migrate" and e.reason == "compact"]
+    assert compact and r.summary["compactions"] == 1
+    hints = [e for e in r.events if e.kind == "page_alloc" and e.owner == "hint"]
+    assert len(hints) == 1 and hints[0].t_us >= compact[-1].t_us
+    assert r.summary["hint_reserved_pages"] == 32
+
+
+def test_stale_pages_and_flip_bits() -> None:
+    assert stale_pages([16, 17, 18], 16, count=2) == {16: 0, 17: 1}
+    assert stale_pages([0, 1], 2, count=5) == {0: 1, 1: 2}
+    w = np.full(8, 0.5, dtype=np.float32)
+    n = flip_bits(w, count=3, rate=0.0, rng=np.random.default_rng(0), bits=(30,))
+    assert n == 3 and np.count_nonzero(w != 0.5) == 3 and np.all(np.abs(w[w != 0.5]) > 1e37)
