@@ -88,3 +88,26 @@ def test_pause_stops_time_and_step_is_one_batch(page, server_url: str) -> None:
     assert page.js(f"{STORE}.kernels.length") == kernels + 2
     assert page.js(f"{STORE}.t") > t_paused
     assert page.problems == []
+
+
+def test_settings_form_reloads_the_run_and_lives_in_the_url(page, server_url: str) -> None:
+    open_scenario(page, server_url, "prefill-8k-chunked")
+    page.page.get_by_role("button", name="settings").click()
+    page.page.locator("#settings input[name=chunk_size]").fill("2048")
+    page.page.get_by_test_id("apply").click()
+    page.wait(f"{STORE}.scenario.chunk_size === 2048")
+    assert "chunk_size=2048" in page.page.url and "scenario=prefill-8k-chunked" in page.page.url
+    page.page.get_by_test_id("speed").select_option("64")
+    page.page.get_by_test_id("play").click()
+    page.wait(f"{STORE}.ended")
+    assert page.js(f"{STORE}.chunks.length") == 4  # 8192 / 2048
+
+    page.page.reload()  # a shared URL rebuilds the same run
+    page.wait(f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.chunk_size === 2048")
+    assert page.js("document.querySelector('#settings input[name=chunk_size]').value") == "2048"
+
+    page.page.locator("#settings input[name=chunk_size]").fill("3")  # below the schema's minimum
+    page.page.get_by_test_id("apply").click()
+    page.wait("document.getElementById('form-error').textContent.includes('chunk_size')")
+    assert page.problems == []
+    assert "chunk_size=2048" in page.page.url  # a refused setting does not enter the URL

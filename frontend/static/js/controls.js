@@ -101,6 +101,7 @@ export class Controls {
     const set = {};
     for (const f of FORM_FIELDS) if (q.has(f)) set[f] = parse(f, q.get(f));
     if (q.has("fault")) set.faults = q.get("fault") ? [FAULT_DEFAULTS[q.get("fault")]].filter(Boolean) : [];
+    if (Object.keys(set).length) this.form.classList.remove("hidden"); // a shared view shows what it changed
     if (name) await this.choose(name, set);
   }
 
@@ -109,7 +110,7 @@ export class Controls {
     $("trace-link").href = `/api/trace?scenario=${encodeURIComponent(name)}`;
     const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
     this.preset = r.ok ? await r.json() : null;
-    this.setURL(name, set);
+    this.pendingURL = [name, set];
     this.conn.send({ type: "load", scenario: name, set });
   }
 
@@ -124,7 +125,7 @@ export class Controls {
     const presetFault = this.preset && this.preset.faults.length ? this.preset.faults[0].kind : "";
     if (fault !== presetFault) set.faults = fault ? [FAULT_DEFAULTS[fault]] : [];
     $("form-error").textContent = "";
-    this.setURL(this.select.value, set);
+    this.pendingURL = [this.select.value, set]; // the URL changes once the server accepted the settings
     this.conn.send({ type: "load", scenario: this.select.value, set });
   }
 
@@ -148,6 +149,9 @@ export class Controls {
   }
 
   onLoaded(msg) {
+    if (this.pendingURL) this.setURL(...this.pendingURL);
+    this.pendingURL = null;
+    $("form-error").textContent = "";
     this.fillForm(msg.scenario);
     this.scrubber.max = String(msg.duration_us || 1);
     this.scrubber.value = "0";

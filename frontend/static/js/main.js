@@ -47,8 +47,11 @@ const tour = new Tour($("tour"), store, {
 
 // Zoom one time axis, the others follow.
 let syncing = false;
+let linked = "null";
 function linkRange(source, range) {
-  if (syncing) return;
+  const key = JSON.stringify(range);
+  if (syncing || key === linked) return; // relayout events echo back: only a new range propagates
+  linked = key;
   syncing = true;
   for (const v of [timeline, memory, latency]) if (v !== source) v.setRange(range);
   syncing = false;

@@ -21,15 +21,28 @@ export class ExpertsView {
     const rows = all.slice(-MAX_COLS);
     if (!all.length) {
       const moe = this.store.topology && ["prefill", "decode"].some((p) => this.store.topology[p].nodes.some((n) => n.kind === "moe"));
-      this.info.textContent = moe ? "waiting for routing events" : "dense model or no routing events: nothing to route";
-      Plotly.react(this.el, [], plotLayout({ xaxis: { visible: false }, yaxis: { visible: false } }), PLOT_CONFIG);
+      const why = moe ? "MoE layer: routing appears as the run reaches the router" : "This run's layer is dense (no experts): nothing is routed.";
+      this.info.textContent = "";
+      Plotly.purge(this.el);
+      this.el.innerHTML = `<p class="empty">${why}</p>`;
+      this.blank = true;
       return true;
+    }
+    if (this.blank) {
+      this.el.innerHTML = "";
+      this.blank = false;
     }
     const nExp = Math.max(...rows.map((e) => e.counts.length));
     const label = (e) => (e.step !== null && e.step !== undefined ? `step ${e.step}` : `chunk ${e.chunk}`);
     const x = rows.map((e, i) => i);
+    // share of each step's routed tokens (a prefill chunk routes thousands, a decode step a handful)
+    const totals = rows.map((e) => e.counts.reduce((a, b) => a + b, 0) || 1);
     const z = [];
-    for (let j = 0; j < nExp; j++) z.push(rows.map((e) => e.counts[j] || 0));
+    const raw = [];
+    for (let j = 0; j < nExp; j++) {
+      z.push(rows.map((e, i) => (e.counts[j] || 0) / totals[i]));
+      raw.push(rows.map((e) => `${label(e)} (${e.phase}): ${e.counts[j] || 0} tokens`));
+    }
     // routed distribution over the whole run, sorted, against the assumed one
     const tot = new Array(nExp).fill(0);
     for (const e of all) e.counts.forEach((c, j) => (tot[j] += c));
@@ -39,9 +52,9 @@ export class ExpertsView {
     const assumed = last.assumed === "balanced" ? sorted.map(() => 1 / nExp) : sorted.map((_, i) => (1 / (i + 1)) / harmonic(nExp));
     const traces = [
       {
-        type: "heatmap", z, x, y: [...Array(nExp).keys()], colorscale: "Viridis", showscale: false,
-        text: z.map((r) => rows.map((e) => label(e))),
-        hovertemplate: "%{text}, expert %{y}: %{z} tokens<extra>numpy router at scaled size</extra>",
+        type: "heatmap", z, x, y: [...Array(nExp).keys()], colorscale: "Viridis", showscale: false, zmin: 0,
+        text: raw,
+        hovertemplate: "%{text} to expert %{y} (%{z:.0%} of the step)<extra>numpy router at scaled size</extra>",
       },
       {
         type: "scatter", mode: "lines", x, y: rows.map((e) => e.distinct_full), xaxis: "x", yaxis: "y2",

@@ -49,7 +49,7 @@ export class LatencyView {
       },
       {
         type: "scatter", mode: "markers", name: "over SLA", x: over.map((e) => e.t_us), y: over.map((e) => e.model_latency_us / 1e3),
-        marker: { color: SERIES.sla, size: 7, symbol: "x" }, hovertemplate: "over SLA: %{y:.3f} ms<extra></extra>",
+        marker: { color: SERIES.sla, size: 5, symbol: "x-thin", line: { width: 1.5, color: SERIES.sla } }, hovertemplate: "over SLA: %{y:.3f} ms<extra></extra>",
       },
       {
         type: "scatter", mode: "lines", name: "SLA", x: [0, s.duration || 1], y: [sla, sla],

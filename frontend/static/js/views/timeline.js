@@ -4,6 +4,7 @@
 import { PHASE, PLOT_CONFIG, STAGE_KIND, plotLayout, stageColor } from "../colors.js";
 import { bytes, flops, pct, us } from "../format.js";
 
+const STREAM_ORDER = ["compute", "decode_fused", "copy"]; // rows top to bottom, as in the Perfetto export
 const MAX_DRAWN = 15000; // launches drawn; beyond it only the most recent (and every attention launch) are kept
 
 function hover(k) {
@@ -40,13 +41,16 @@ export class TimelineView {
     }
     const byKind = new Map();
     const labels = { x: [], y: [], text: [] };
+    // a launch shorter than ~1.5 px at the current zoom is drawn 1.5 px wide (hover keeps the true duration)
+    const [r0, r1] = this.range || [0, s.duration || 1];
+    const minDur = ((r1 - r0) / Math.max(this.el.clientWidth - 90, 100)) * 1.5;
     for (const k of ks) {
       let t = byKind.get(k.stage_kind);
       if (!t) {
         t = { x: [], y: [], text: [] };
         byKind.set(k.stage_kind, t);
       }
-      const end = k.start_us + k.dur_us;
+      const end = k.start_us + Math.max(k.dur_us, minDur);
       const h = hover(k);
       t.x.push(k.start_us, (k.start_us + end) / 2, end, null);
       t.y.push(k.stream, k.stream, k.stream, null);
@@ -106,12 +110,16 @@ export class TimelineView {
     if (!force && stamp === this.drawn) return false;
     this.drawn = stamp;
     const s = this.store;
-    const streams = [...new Set(s.kernels.map((k) => k.stream))];
+    const seen = new Set(s.kernels.map((k) => k.stream));
+    const streams = [...STREAM_ORDER.filter((x) => seen.has(x)), ...[...seen].filter((x) => !STREAM_ORDER.includes(x)).sort()];
     const layout = plotLayout({
       margin: { l: 70, r: 12, t: 18, b: 30 },
       uirevision: `${s.scenario ? s.scenario.name : ""}:${s.duration}`,
       xaxis: { range: this.range || [0, s.duration || 1], title: { text: "simulated time (µs)", standoff: 4 }, gridcolor: "#2a2e42", ticksuffix: "", zeroline: false },
-      yaxis: { type: "category", categoryarray: streams.length ? streams : ["compute"], gridcolor: "#2a2e42", fixedrange: true, automargin: true },
+      yaxis: {
+        type: "category", categoryorder: "array", categoryarray: streams.length ? streams : ["compute"],
+        range: [Math.max(streams.length, 1) - 0.5, -0.5], gridcolor: "#2a2e42", fixedrange: true, automargin: true,
+      },
       shapes: this.shapes(),
       dragmode: "zoom",
       hovermode: "closest",
@@ -121,8 +129,8 @@ export class TimelineView {
       this.inited = true;
       this.el.on("plotly_relayout", (ev) => {
         if (!this.onRange) return;
-        if (ev["xaxis.autorange"]) this.onRange(null);
-        else if (ev["xaxis.range[0]"] !== undefined) this.onRange([ev["xaxis.range[0]"], ev["xaxis.range[1]"]]);
+        if (ev["xaxis.autorange"]) this.zoomed(null);
+        else if (ev["xaxis.range[0]"] !== undefined) this.zoomed([ev["xaxis.range[0]"], ev["xaxis.range[1]"]]);
       });
     }
     const attn = s.kernels.filter((k) => k.stage_kind === "attention" && k.phase === "prefill").length;
@@ -130,10 +138,20 @@ export class TimelineView {
     return true;
   }
 
+  zoomed(range) {
+    if (this.syncing) return;
+    this.range = range;
+    this.drawn = ""; // redraw: thin launches get their minimum width at the new zoom
+    if (this.onRange) this.onRange(range);
+  }
+
   setRange(range) {
     if (!this.inited) return;
     this.range = range;
-    Plotly.relayout(this.el, range ? { "xaxis.range": range } : { "xaxis.range": [0, this.store.duration || 1] });
+    this.drawn = "";
+    this.syncing = true;
+    Plotly.relayout(this.el, { "xaxis.range": range || [0, this.store.duration || 1] });
+    this.syncing = false;
   }
 }
 

@@ -109,7 +109,8 @@ export class TopologyView {
 
   render() {
     const s = this.store;
-    const phase = this.mode === "auto" ? (s.phase === "decode" ? "decode" : "prefill") : this.mode;
+    const running = s.lastKernel ? s.lastKernel.phase : s.phase; // validate/idle phases keep the last graph
+    const phase = this.mode === "auto" ? (running === "decode" ? "decode" : "prefill") : this.mode;
     const stamp = `${s.stamp(["kernels", "phase"])}`;
     if (phase !== this.shown || s.ver.reset !== this.resetSeen) {
       this.resetSeen = s.ver.reset;
