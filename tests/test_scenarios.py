@@ -88,3 +88,13 @@ def test_preset_runs_and_meets_its_tour(name: str) -> None:
     for step, row in zip(spec.tour, rows, strict=True):
         if step.at_event:  # the dashboard can pause there: the event exists in this run
             assert row["t_us"] is not None
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_tour_claims_hold_for_another_seed(name: str) -> None:
+    """A tour claims what the mechanism makes true, not what one seed's random layout happened to give."""
+    from layerscope.runtime.engine import simulate
+    from layerscope.tour import format_results, tour_results
+
+    rows = tour_results(simulate(load_preset(name).with_overrides({"seed": 1})))
+    assert all(r["passed"] for r in rows), f"{name} (seed 1):\n{format_results(rows)}"
