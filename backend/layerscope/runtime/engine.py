@@ -16,6 +16,7 @@ from spec.seed, and nothing depends on wall time.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ from layerscope.events import (
 from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import PRESETS
+from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
 from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
@@ -73,10 +75,11 @@ class SimResult:
 
 
 def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
-    result = _Engine(spec, progress).run()
-    if spec.compare is not None:
-        other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
-        result.compare = _Engine(other, None).run()
+    with single_threaded_blas():  # every matmul here is small (scaled layer, router): threads cost more than they save
+        result = _Engine(spec, progress).run()
+        if spec.compare is not None:
+            other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
+            result.compare = _Engine(other, None).run()
     return result
 
 
@@ -412,8 +415,9 @@ class _Engine:
     def _breaks(self) -> int:
         if self._walk_cache is not None and self._walk_cache[0] == self._version:
             return self._walk_cache[1]
-        table = np.asarray(self.decode_map(), dtype=np.int64).reshape(-1, 2)
-        breaks = cross_bank_reads(table[:, 0], table[:, 1], self.spec.banks)
+        table = self.decode_map() if self.stale else self.kv.allocator.table(SEQ)
+        flat = np.fromiter(itertools.chain.from_iterable(table), dtype=np.int64, count=2 * len(table))
+        breaks = cross_bank_reads(flat[0::2], flat[1::2], self.spec.banks)
         self._walk_cache = (self._version, breaks)
         return breaks
 

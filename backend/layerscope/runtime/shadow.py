@@ -22,6 +22,7 @@ from layerscope.model.config import PRESETS
 from layerscope.model.kv_cache import PagedKVCache
 from layerscope.model.layer import Layer
 from layerscope.model.numerics import QuantizedWeight, quantize_layer
+from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.faults import flip_bits
 
 SCALED_PROMPT = 256  # scaled prompt tokens (about; each chunk gets at least one page)
@@ -112,12 +113,13 @@ class NumericShadow:
         x = self.rng.standard_normal((t, self.config.hidden_size), dtype=np.float32)  # (t, H)
         positions = np.arange(self.pos, self.pos + t)  # (t,)
         self.pos += t
-        ref, trace = self.clean.forward_traced(x, positions, self.cache_clean)  # (t, H)
-        if not self.forked:  # nothing has struck yet: the faulty run is the clean run
-            return _compare(ref, ref, trace.expert_counts)
-        with np.errstate(all="ignore"):
-            y = self.faulty.forward(x, positions, self.cache_faulty)  # (t, H)
-            return _compare(y, ref, trace.expert_counts)
+        with single_threaded_blas():
+            ref, trace = self.clean.forward_traced(x, positions, self.cache_clean)  # (t, H)
+            if not self.forked:  # nothing has struck yet: the faulty run is the clean run
+                return _compare(ref, ref, trace.expert_counts)
+            with np.errstate(all="ignore"):
+                y = self.faulty.forward(x, positions, self.cache_faulty)  # (t, H)
+                return _compare(y, ref, trace.expert_counts)
 
     # -- faults ----------------------------------------------------------------------------------
     def corrupt_map(self, chunk_pages: int, count: int) -> list[int]:
