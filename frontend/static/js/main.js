@@ -17,10 +17,11 @@ import { Tour } from "./views/tour.js";
 import { Connection } from "./ws.js";
 
 const PLOT_INTERVAL_MS = 250; // a Plotly view redraws at most this often while playing
+const PLOT_BUDGET = 0.3; // while playing, Plotly redraws take at most ~30% of the main thread
 const $ = (id) => document.getElementById(id);
 
 const store = new Store();
-const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [] };
+const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [], renderMs: {} }; // read by tests and bench
 
 const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"));
 const memory = new MemoryView($("memory-plot"), store);
@@ -104,17 +105,25 @@ function summaryLine(s) {
 }
 
 let turn = 0;
+let plotsFreeAt = 0; // after a redraw of X ms, the next one waits X / PLOT_BUDGET
 function loop(now) {
   stats.raf += 1;
+  const b0 = performance.now();
   banks.render();
+  stats.renderMs.BanksView = Math.max(stats.renderMs.BanksView || 0, performance.now() - b0);
   topology.render();
   log.render();
   controls.tick();
   const interval = controls.playing ? PLOT_INTERVAL_MS : 0;
-  for (let i = 0; i < plots.length; i++) {
+  for (let i = 0; i < plots.length && (now >= plotsFreeAt || !controls.playing); i++) {
     const v = plots[(turn + i) % plots.length];
     if (now - lastDraw.get(v) < interval) continue;
+    const t0 = performance.now();
     if (v.render()) {
+      const ms = performance.now() - t0;
+      const name = v.constructor.name;
+      stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, ms);
+      plotsFreeAt = now + ms / PLOT_BUDGET;
       lastDraw.set(v, now);
       stats.plotDraws += 1;
       turn = (turn + i + 1) % plots.length;

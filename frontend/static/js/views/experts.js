@@ -3,7 +3,7 @@
 
 import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
 
-const MAX_COLS = 160; // most recent steps shown in the heatmap
+const MAX_COLS = 120; // most recent steps shown in the heatmap
 
 export class ExpertsView {
   constructor(el, store, info) {
@@ -38,11 +38,7 @@ export class ExpertsView {
     // share of each step's routed tokens (a prefill chunk routes thousands, a decode step a handful)
     const totals = rows.map((e) => e.counts.reduce((a, b) => a + b, 0) || 1);
     const z = [];
-    const raw = [];
-    for (let j = 0; j < nExp; j++) {
-      z.push(rows.map((e, i) => (e.counts[j] || 0) / totals[i]));
-      raw.push(rows.map((e) => `${label(e)} (${e.phase}): ${e.counts[j] || 0} tokens`));
-    }
+    for (let j = 0; j < nExp; j++) z.push(rows.map((e, i) => (e.counts[j] || 0) / totals[i]));
     // routed distribution over the whole run, sorted, against the assumed one
     const tot = new Array(nExp).fill(0);
     for (const e of all) e.counts.forEach((c, j) => (tot[j] += c));
@@ -53,8 +49,7 @@ export class ExpertsView {
     const traces = [
       {
         type: "heatmap", z, x, y: [...Array(nExp).keys()], colorscale: "Viridis", showscale: false, zmin: 0,
-        text: raw,
-        hovertemplate: "%{text} to expert %{y} (%{z:.0%} of the step)<extra>numpy router at scaled size</extra>",
+        hovertemplate: "expert %{y}: %{z:.0%} of column %{x}'s tokens<extra>numpy router at scaled size</extra>",
       },
       {
         type: "scatter", mode: "lines", x, y: rows.map((e) => e.distinct_full), xaxis: "x", yaxis: "y2",

@@ -5,7 +5,6 @@ import { PHASE, PLOT_CONFIG, STAGE_KIND, plotLayout, stageColor } from "../color
 import { bytes, flops, pct, us } from "../format.js";
 
 const STREAM_ORDER = ["compute", "decode_fused", "copy"]; // rows top to bottom, as in the Perfetto export
-const MAX_DRAWN = 15000; // launches drawn; beyond it only the most recent (and every attention launch) are kept
 
 function hover(k) {
   const where = k.chunk !== null && k.chunk !== undefined ? `chunk ${k.chunk}` : k.step !== null && k.step !== undefined ? `step ${k.step}` : "";
@@ -33,30 +32,51 @@ export class TimelineView {
 
   traces() {
     const s = this.store;
-    let ks = s.kernels;
-    if (ks.length > MAX_DRAWN) {
-      const recent = ks.slice(-MAX_DRAWN);
-      const attn = ks.slice(0, -MAX_DRAWN).filter((k) => k.stage_kind === "attention" && k.phase === "prefill");
-      ks = attn.concat(recent);
-    }
-    const byKind = new Map();
-    const labels = { x: [], y: [], text: [] };
-    // a launch shorter than ~1.5 px at the current zoom is drawn 1.5 px wide (hover keeps the true duration)
     const [r0, r1] = this.range || [0, s.duration || 1];
-    const minDur = ((r1 - r0) / Math.max(this.el.clientWidth - 90, 100)) * 1.5;
-    for (const k of ks) {
+    const pxUs = (r1 - r0) / Math.max(this.el.clientWidth - 90, 100); // simulated µs per screen pixel
+    const minDur = pxUs * 1.5; // a launch is drawn at least 1.5 px wide (hover keeps the true duration)
+    // Decimation: per stream, launches starting in the same screen pixel share one bar, coloured by the
+    // longest of them. Zoomed in, every launch is its own bar; zoomed out, a long run stays a few thousand.
+    const byKind = new Map();
+    const emit = (seg) => {
+      const k = seg.rep;
       let t = byKind.get(k.stage_kind);
       if (!t) {
-        t = { x: [], y: [], text: [] };
+        t = { x: [], y: [], text: [], launches: 0 };
         byKind.set(k.stage_kind, t);
       }
-      const end = k.start_us + Math.max(k.dur_us, minDur);
-      const h = hover(k);
-      t.x.push(k.start_us, (k.start_us + end) / 2, end, null);
+      const end = Math.max(seg.end, seg.start + minDur);
+      let h = k._hover || (k._hover = hover(k)); // built once per launch, not per redraw
+      if (seg.n > 1) h += `<br><b>+${seg.n - 1} more launches in this pixel: zoom in</b>`;
+      t.x.push(seg.start, (seg.start + end) / 2, end, null);
       t.y.push(k.stream, k.stream, k.stream, null);
       t.text.push(h, h, h, null);
+      t.launches += seg.n;
+    };
+    const open = new Map(); // stream -> the bar being built
+    let offscreen = 0;
+    for (const k of s.kernels) {
+      const end = k.start_us + k.dur_us;
+      if (end < r0 || k.start_us > r1) {
+        offscreen += 1;
+        continue;
+      }
+      const px = Math.floor(k.start_us / pxUs);
+      const cur = open.get(k.stream);
+      if (cur && cur.px === px) {
+        cur.n += 1;
+        cur.end = Math.max(cur.end, end);
+        if (k.dur_us > cur.rep.dur_us) cur.rep = k;
+        continue;
+      }
+      if (cur) emit(cur);
+      open.set(k.stream, { px, rep: k, start: k.start_us, end, n: 1 });
+    }
+    for (const seg of open.values()) emit(seg);
+    const labels = { x: [], y: [], text: [] };
+    for (const k of s.kernels) {
       if (k.stage_kind === "attention" && k.phase === "prefill" && k.chunk !== null && k.chunk !== undefined) {
-        labels.x.push((k.start_us + end) / 2);
+        labels.x.push(k.start_us + k.dur_us / 2);
         labels.y.push(k.stream);
         labels.text.push(`c${k.chunk}`);
       }
@@ -67,6 +87,7 @@ export class TimelineView {
         type: "scatter",
         mode: "lines",
         name: kind,
+        meta: { launches: t.launches },
         x: t.x,
         y: t.y,
         text: t.text,
@@ -88,6 +109,7 @@ export class TimelineView {
       hoverinfo: "skip",
       cliponaxis: false,
     });
+    this.offscreen = offscreen;
     return out;
   }
 
