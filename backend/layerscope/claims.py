@@ -50,7 +50,8 @@ _ISSUE5 = "article, listed in issue 5 (claims panel)"
 
 CLAIMS: list[Claim] = [
     Claim("prefill_layer", "Prefill time of one layer", 42.0, "ms", _ISSUE3,
-          "sum of one layer's prefill kernel times for the run's prompt (summary prefill_layer_us)"),
+          "sum of one layer's prefill kernel times for the run's prompt (summary prefill_layer_us); the "
+          "article's prompt length is not quoted"),
     Claim("decode_step", "Decode step latency, whole model", 8.3, "ms", _ISSUE3,
           "median whole-model decode step after the first (decode_step events, model_latency_us)"),
     Claim("decode_pipeline", "Five-stage decode pipeline time", 7.92, "ms", _ISSUE3,

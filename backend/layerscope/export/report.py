@@ -386,10 +386,14 @@ tr.na td:nth-child(5){color:#777} .tour li{margin-bottom:1em} .tour h3{margin:.2
 
 def _sizes_note(result: SimResultLike) -> str:
     s = result.spec
-    numerics = f"the numpy layer at the scaled size {s.numerics_model}" if s.numerics else "(numerics off in this run)"
+    numerics = (
+        f"numeric errors come from the numpy layer run at the scaled size {s.numerics_model}"
+        if s.numerics
+        else "the numpy layer is off in this run (no numeric errors measured on its schedule)"
+    )
     return html.escape(
         f"Scenario {s.name}, LayerScope {__version__}. Timings, bytes and memory are simulated at the full size of "
-        f"{s.model} on {s.gpu} ({s.runtime} runtime); numeric errors come from {numerics}."
+        f"{s.model} on {s.gpu} ({s.runtime} runtime); {numerics}."
     )
 
 
