@@ -113,3 +113,24 @@ def test_settings_form_reloads_the_run_and_lives_in_the_url(page, server_url: st
     page.wait("document.getElementById('form-error').textContent.includes('chunk_size')")
     assert page.problems == []
     assert "chunk_size=2048" in page.page.url  # a refused setting does not enter the URL
+
+
+def test_tour_plays_to_each_step_and_highlights(page, server_url: str) -> None:
+    open_scenario(page, server_url, "prefill-8k-chunked")
+    tour = page.js(f"{STORE}.scenario.tour.map(s => s.title)")
+    assert len(tour) >= 2
+    page.page.get_by_test_id("tour-next").click()
+    page.wait(f"document.getElementById('tour-body').textContent.includes({tour[0]!r})")
+    assert page.js("document.getElementById('topology').classList.contains('highlight')")
+    page.page.get_by_test_id("tour-next").click()
+    page.wait(f"document.getElementById('tour-body').textContent.includes({tour[1]!r})")
+    page.wait("!document.body.classList.contains('playing')")
+    assert page.js("document.getElementById('timeline').classList.contains('highlight')")
+    assert page.js(f"{STORE}.kernels.some(k => k.stage === 'attention')")
+    page.page.get_by_test_id("tour-skip").click()
+    assert page.js("document.querySelectorAll('.highlight').length") == 0
+    speed = page.js("document.querySelector('[data-testid=speed]').value")
+    page.page.keyboard.press("+")
+    page.wait(f"document.querySelector('[data-testid=speed]').value !== {speed!r}")
+    assert float(page.js("document.querySelector('[data-testid=speed]').value")) == 2 * float(speed)
+    assert page.problems == []
