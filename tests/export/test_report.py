@@ -83,3 +83,8 @@ def test_report_command_writes_one_file(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["r.html"]
     assert "Two attention launches" in out.read_text()
     assert main(["report", "prefill-8k-chunked", "-o", str(tmp_path / "nope" / "r.html")]) == 2
+
+
+def test_pressure_pages_show_as_another_tenant() -> None:
+    events = [PageAllocEvent(t_us=0.0, owner="pressure", phase="decode", logical=[0, 1], banks=[0, 1], slots=[1, 0])]
+    assert bank_grid(events, 1.0, banks=2, capacity=2) == [[FREE, TENANT], [TENANT, FREE]]

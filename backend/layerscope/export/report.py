@@ -43,7 +43,7 @@ MAX_BANK_COLUMNS = 512  # bank-map heatmaps bin wider banks (a bin shows its mos
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 # Bank-map page states, in order of how notable a state is when a heatmap bin holds several.
-PAGE_STATES = ["free", "prefill", "decode", "hint", "other tenant", "evicted"]
+PAGE_STATES = ["free", "prefill", "decode", "hint", "other tenant", "evicted"]  # pressure pages count as a tenant
 PAGE_COLOURS = ["#eef0f3", "#3b6fd8", "#f28e2b", "#59a14f", "#9c9c9c", "#d62728"]
 
 
@@ -184,7 +184,7 @@ def bank_grid(events: Iterable[Any], until_us: float, banks: int, capacity: int)
         if e.t_us > until_us:
             break
         if isinstance(e, PageAllocEvent):
-            state = {"hint": 3, "tenant": 4}.get(e.owner, 2 if e.phase == "decode" else 1)
+            state = {"hint": 3, "tenant": 4, "pressure": 4}.get(e.owner, 2 if e.phase == "decode" else 1)
             for b, s in zip(e.banks, e.slots, strict=False):
                 put(b, s, state)
         elif isinstance(e, PageFreeEvent):
