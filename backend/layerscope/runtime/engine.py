@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +45,7 @@ from layerscope.events import (
 )
 from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
-from layerscope.model.config import PRESETS
+from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
 from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
@@ -147,6 +148,7 @@ class _Engine:
         self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
         self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
         self._streams: dict[str, float] = {}  # stream -> time it is free
+        self._embedding_hit_rate = embedding_hit_rate(self.model, self.gpu.l2_bytes)
         self._version = 0  # bumps whenever a block table changes
         self._work_total = max(1, -(-spec.prompt_len // max(16, spec.low_mem_chunk_size)) + spec.decode_steps)
         self._work_done = 0
@@ -278,7 +280,9 @@ class _Engine:
             reader = _kv_reader(kernels)
             switch = self.plan.switch_over(self.model) if i == 0 else []
 
-            env = _env_for(reader, CostEnv(1.0 - stolen, i > 0), CostEnv(1.0 - stolen, i > 0, extra_bytes, extra_us))
+            row_hit = i > 0 and self.rng.random() < self._embedding_hit_rate  # this token's row is L2-resident?
+            env = _env_for(reader, CostEnv(1.0 - stolen, i > 0), CostEnv(1.0 - stolen, i > 0, extra_bytes, extra_us),
+                           CostEnv(1.0 - stolen, row_hit))
             self.t = max(self.t, self._stream_free(COPY))
             start = self.t
             stage_us: dict[str, float] = {}
@@ -648,9 +652,20 @@ class _Engine:
                                   reserved=reserved.tolist() if hints else []))
 
 
-def _env_for(reader: Kernel | None, plain: CostEnv, walking: CostEnv) -> Callable[[Kernel], CostEnv]:
-    """The kernel that walks the block table pays the walk's extra bytes and latency; the others do not."""
-    return lambda k: walking if k is reader else plain
+def _env_for(reader: Kernel | None, plain: CostEnv, walking: CostEnv, lookup: CostEnv) -> Callable[[Kernel], CostEnv]:
+    """The kernel that walks the block table pays the walk's extra bytes and latency; the embedding lookup hits
+    or misses L2 with this step's token; the others see the plain conditions."""
+    return lambda k: walking if k is reader else lookup if k.stage == "embedding" else plain
+
+
+def embedding_hit_rate(model: ModelConfig, l2_bytes: float) -> float:
+    """Share of decode tokens whose embedding row sits in L2, when rows in popularity order fill half of L2.
+
+    Token frequencies are assumed Zipf (s = 1): the top n of V rows cover H(n) / H(V) of tokens,
+    H(n) ~ ln n + 0.5772. Half of L2 is assumed left to embedding rows (the rest holds weights in flight)."""
+    row = model.hidden_size * DTYPE_BYTES[model.embedding_dtype]
+    rows = max(1, min(model.vocab_size, int(0.5 * l2_bytes / row)))
+    return (math.log(rows) + 0.5772) / (math.log(model.vocab_size) + 0.5772)
 
 
 def _kv_reader(kernels: list[Kernel]) -> Kernel | None:
