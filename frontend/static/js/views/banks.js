@@ -6,8 +6,8 @@
 import { FLASH, PHASE, ownerColor } from "../colors.js";
 
 const EMPTY = [36, 40, 59];
-const FLASH_MS = 700;
-const MOVE_MS = 650;
+const FLASH_MS = 1200; // long enough to notice at normal speed
+const MOVE_MS = 1200;
 
 function rgb(hex) {
   const n = parseInt(hex.slice(1), 16);
@@ -210,9 +210,12 @@ export class BanksView {
         ctx.moveTo(x0 + w / 2, y0 + h / 2);
         ctx.lineTo(x1 + w / 2, y1 + h / 2);
         ctx.stroke();
-        const size = Math.max(6, w * 2, h);
+        const x = x0 + (x1 - x0) * e;
+        const y = y0 + (y1 - y0) * e;
         ctx.fillStyle = FLASH.migrate;
-        ctx.fillRect(x0 + (x1 - x0) * e - size / 2 + w / 2, y0 + (y1 - y0) * e - size / 2 + h / 2, size, size);
+        ctx.fillRect(x, y, Math.max(w, 3), Math.max(h, 3)); // the page itself, flying to its new slot
+        ctx.strokeStyle = "#16161e";
+        ctx.strokeRect(x, y, Math.max(w, 3), Math.max(h, 3));
       } else if (a.type === "cell") {
         const [x, y, w, h] = this.cellRect(a.b, a.s);
         ctx.fillStyle = a.color;

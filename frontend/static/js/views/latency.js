@@ -33,7 +33,7 @@ export class LatencyView {
     const sla = d.length ? d[0].sla_us / 1e3 : s.scenario ? s.scenario.sla_ms : 0;
     const over = d.filter((e) => e.over_sla);
     const traces = [
-      { type: "scatter", mode: "lines", x: t, y: lo, line: { width: 0 }, hoverinfo: "skip", name: "band lo" },
+      { type: "scatter", mode: "lines", x: t, y: lo, line: { width: 0 }, hoverinfo: "skip", name: "band lo", showlegend: false },
       {
         type: "scatter", mode: "lines", x: t, y: hi, fill: "tonexty", fillcolor: SERIES.band, line: { width: 0 },
         hoverinfo: "skip", name: "jitter band",
@@ -68,7 +68,9 @@ export class LatencyView {
     }
     const layout = plotLayout({
       uirevision: s.scenario ? s.scenario.name : "",
-      margin: { l: 50, r: 10, t: 10, b: 30 },
+      margin: { l: 50, r: 10, t: cmp ? 22 : 10, b: 30 },
+      showlegend: Boolean(cmp), // with a compare run, say which line is which
+      legend: { orientation: "h", x: 0, y: 1.12, font: { size: 10 } },
       // unzoomed it shows the decode part of the run (decode steps only exist there); zooms stay linked
       xaxis: { range: this.range || [d.length ? Math.max(0, d[0].t_us - (s.duration - d[0].t_us) * 0.03) : 0, s.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "µs", standoff: 2 } },
       yaxis: { title: { text: "ms / step" }, gridcolor: "#2a2e42", rangemode: "tozero" },

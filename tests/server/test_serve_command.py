@@ -1,0 +1,26 @@
+"""`layerscope serve`: arguments and settings (the server itself is tested through create_app)."""
+
+from __future__ import annotations
+
+import pytest
+
+from layerscope import cli
+from layerscope.server.settings import Settings
+
+
+def test_unknown_scenario_is_one_line_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["serve", "--scenario", "no-such-preset", "--port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no-such-preset" in err
+
+
+def test_defaults_bind_loopback() -> None:
+    args = cli.build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.scenario) == ("127.0.0.1", 8000, None)
+
+
+def test_settings_from_env_and_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAYERSCOPE_ALLOWED_ORIGINS", "https://a.example, https://b.example")
+    s = Settings.from_env(port=9000, allowed_origins=None)
+    assert s.allowed_origins == ["https://a.example", "https://b.example"] and s.port == 9000
+    assert Settings.from_env(allowed_origins=["https://c.example"]).allowed_origins == ["https://c.example"]
