@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import socket
+import importlib.util
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,13 @@ import uvicorn
 
 from layerscope.server.app import create_app
 from layerscope.server.settings import Settings
+
+_spec = importlib.util.spec_from_file_location("browser_helpers", Path(__file__).with_name("helpers.py"))
+assert _spec and _spec.loader
+helpers = importlib.util.module_from_spec(_spec)
+sys.modules["browser_helpers"] = helpers
+_spec.loader.exec_module(helpers)
+Page, free_port = helpers.Page, helpers.free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -23,12 +32,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--no-first-run",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -57,30 +60,6 @@ def browser() -> Iterator[Any]:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield b
         b.close()
-
-
-class Page:
-    """A page plus every console error and page error it produced."""
-
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.problems: list[str] = []
-        page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
-        page.on("pageerror", lambda e: self.problems.append(f"pageerror: {e}"))
-
-    def js(self, expr: str) -> Any:
-        # page.evaluate runs over the devtools protocol, so the page's CSP (no eval) does not block it;
-        # wait_for_function would need eval inside the page.
-        return self.page.evaluate(f"() => ({expr})")
-
-    def wait(self, expr: str, timeout_s: float = 20.0) -> Any:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            value = self.js(expr)
-            if value:
-                return value
-            time.sleep(0.05)
-        raise AssertionError(f"timed out waiting for {expr}")
 
 
 @pytest.fixture
