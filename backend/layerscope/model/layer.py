@@ -158,8 +158,8 @@ class Layer:
         self.weights: dict[str, Weight] = {}
         for name, shape in shapes.items():
             w = weights[name]
-            if isinstance(w, np.ndarray):
-                w = np.ascontiguousarray(w, dtype=np.float32)
+            if isinstance(w, np.ndarray):  # matrices kept column-major: x @ W.T then runs on a contiguous W.T
+                w = np.asfortranarray(w, dtype=np.float32) if w.ndim == 2 else np.ascontiguousarray(w, np.float32)
             got = tuple(w.shape)
             if got != shape:
                 raise ValueError(f"weight {name!r} has shape {got}, expected {shape}")
@@ -175,7 +175,7 @@ class Layer:
         for p in prefixes:
             gate, up = self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"]
             if isinstance(gate, np.ndarray) and isinstance(up, np.ndarray):
-                both = np.concatenate([gate, up])  # (2I, H)
+                both = np.asfortranarray(np.concatenate([gate, up]))  # (2I, H), column-major
                 self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"] = np.split(both, 2)
                 fused[p] = both
         return fused
