@@ -66,6 +66,11 @@ def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str
     )
     assert 0 < bars <= launches == page.js(f"{STORE}.kernels.length")  # every launch drawn (some share a pixel)
     assert bank_pixels(page) != before
+
+    quarter = page.js(f"{STORE}.duration / 4")  # zoom the timeline: memory and latency follow
+    page.js(f"Plotly.relayout('timeline-plot', {{'xaxis.range': [0, {quarter}]}})")
+    for plot in ("memory-plot", "latency-plot"):
+        page.wait(f"Math.abs(document.getElementById('{plot}').layout.xaxis.range[1] - {quarter}) < 1e-6")
     assert page.problems == []
 
 
@@ -89,6 +94,15 @@ def test_pause_stops_time_and_step_is_one_batch(page, server_url: str) -> None:
     page.wait(f"{STORE}.frames > {frames + 1}")
     assert page.js(f"{STORE}.kernels.length") == kernels + 2
     assert page.js(f"{STORE}.t") > t_paused
+
+    half = page.js(f"{STORE}.duration / 2")  # the scrubber seeks: state rebuilt from every event up to there
+    page.js(
+        f"(() => {{ const s = document.querySelector('[data-testid=scrubber]'); s.value = {half};"
+        " s.dispatchEvent(new Event('change')); })()"
+    )
+    page.wait(f"Math.abs({STORE}.t - {half}) < 1e-6")
+    assert page.js(f"{STORE}.kernels.every(k => k.t_us <= {half})")
+    assert page.js(f"{STORE}.kernels.length") >= kernels + 2  # forward from the stepped time
     assert page.problems == []
 
 

@@ -72,6 +72,8 @@ function onMessage(msg) {
   switch (msg.type) {
     case "loaded":
       store.reset(msg);
+      for (const v of [timeline, memory, latency]) v.range = null; // a new run starts unzoomed
+      linked = "null";
       controls.onLoaded(msg);
       tour.load(msg.scenario);
       renderClaims($("claims-body"), msg.claims);

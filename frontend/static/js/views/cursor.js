@@ -27,3 +27,12 @@ export class TimeCursor {
     this.line.style.height = `${fl.yaxis._length}px`;
   }
 }
+
+// The x range a plotly_relayout event sets: [x0, x1], null for autorange, undefined if x did not change.
+// A drag-zoom reports "xaxis.range[0]"/"xaxis.range[1]"; a programmatic relayout may report "xaxis.range".
+export function relayoutRange(ev) {
+  if (ev["xaxis.autorange"]) return null;
+  if (ev["xaxis.range[0]"] !== undefined) return [ev["xaxis.range[0]"], ev["xaxis.range[1]"]];
+  if (Array.isArray(ev["xaxis.range"])) return [...ev["xaxis.range"]];
+  return undefined;
+}

@@ -1,5 +1,6 @@
 // Decode step latency (whole model) against the SLA, with a jitter band around the running median.
 
+import { relayoutRange } from "./cursor.js";
 import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
 
 const BAND = 16; // steps in the rolling window of the jitter band
@@ -79,9 +80,10 @@ export class LatencyView {
     if (!this.inited) {
       this.inited = true;
       this.el.on("plotly_relayout", (ev) => {
-        if (!this.onRange) return;
-        if (ev["xaxis.autorange"]) this.onRange(null);
-        else if (ev["xaxis.range[0]"] !== undefined) this.onRange([ev["xaxis.range[0]"], ev["xaxis.range[1]"]]);
+        const r = relayoutRange(ev);
+        if (r === undefined || this.syncing) return;
+        this.range = r; // keep the user's zoom through later redraws
+        if (this.onRange) this.onRange(r);
       });
     }
     return true;
@@ -89,6 +91,9 @@ export class LatencyView {
 
   setRange(range) {
     this.range = range;
-    if (this.el._fullLayout) Plotly.relayout(this.el, { "xaxis.range": range || [0, this.store.duration || 1] });
+    if (!this.el._fullLayout) return;
+    this.syncing = true;
+    Plotly.relayout(this.el, { "xaxis.range": range || [0, this.store.duration || 1] });
+    this.syncing = false;
   }
 }

@@ -3,6 +3,7 @@
 
 import { PHASE, PLOT_CONFIG, STAGE_KIND, plotLayout, stageColor } from "../colors.js";
 import { bytes, flops, pct, us } from "../format.js";
+import { relayoutRange } from "./cursor.js";
 
 const STREAM_ORDER = ["compute", "decode_fused", "copy"]; // rows top to bottom, as in the Perfetto export
 
@@ -150,9 +151,8 @@ export class TimelineView {
     if (!this.inited) {
       this.inited = true;
       this.el.on("plotly_relayout", (ev) => {
-        if (!this.onRange) return;
-        if (ev["xaxis.autorange"]) this.zoomed(null);
-        else if (ev["xaxis.range[0]"] !== undefined) this.zoomed([ev["xaxis.range[0]"], ev["xaxis.range[1]"]]);
+        const r = relayoutRange(ev);
+        if (r !== undefined) this.zoomed(r);
       });
     }
     const attn = s.kernels.filter((k) => k.stage_kind === "attention" && k.phase === "prefill").length;
