@@ -103,7 +103,9 @@ def test_hostile_host_header_not_copied_into_csp(client: TestClient) -> None:
 def test_openapi_docs(client: TestClient) -> None:
     assert client.get("/docs").status_code == 200
     paths = client.get("/openapi.json").json()["paths"]
-    assert {"/api/scenarios", "/api/scenarios/{name}", "/api/schema", "/api/trace", "/healthz"} <= set(paths)
+    assert {"/api/scenarios", "/api/scenarios/{name}", "/api/schema", "/api/trace", "/api/report", "/healthz"} <= set(
+        paths
+    )
 
 
 def test_debug_sessions_counter(client: TestClient) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
@@ -48,3 +49,11 @@ def test_play_real_preset_one_attention_launch_per_chunk(real: TestClient) -> No
     assert sorted(k["chunk"] for k in attn) == [c["chunk"] for c in chunks]
     assert len(kernels) == sum(e["kind"] == "kernel" for e in events) and len(kernels) > len(attn)
     assert m["summary"]
+
+
+def test_report_download_is_self_contained_html(real: TestClient) -> None:
+    r = real.get("/api/report", params={"scenario": "prefill-8k-chunked"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert r.headers["content-disposition"] == 'attachment; filename="prefill-8k-chunked.report.html"'
+    assert "<html" in r.text.lower() and not re.search(r"<script[^>]+src=\"https?:", r.text)  # no network
+    assert real.get("/api/report", params={"scenario": "nope"}).status_code == 404

@@ -70,6 +70,25 @@ async def get_trace(request: Request, scenario: NameQuery) -> Response:
     )
 
 
+@router.get("/api/report", tags=["export"], response_class=Response)
+async def get_report(request: Request, scenario: NameQuery) -> Response:
+    """The offline HTML report of a preset (Plotly embedded: opens with no network), as a download."""
+    spec = _preset(scenario)
+    run = await request.app.state.runs.get(spec)
+    body = await run_in_threadpool(_report_html, run.result)
+    return Response(
+        body,
+        media_type="text/html",
+        headers={"Content-Disposition": f'attachment; filename="{spec.name}.report.html"'},
+    )
+
+
+def _report_html(result: Any) -> str:
+    from layerscope.export.report import build_report
+
+    return build_report(result)
+
+
 def _trace_json(result: Any) -> str:
     from layerscope.export import trace  # imported late: tests of the REST layer need no exporter
 

@@ -108,6 +108,7 @@ export class Controls {
   async choose(name, set) {
     this.select.value = name;
     $("trace-link").href = `/api/trace?scenario=${encodeURIComponent(name)}`;
+    $("report-link").href = `/api/report?scenario=${encodeURIComponent(name)}`;
     const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
     this.preset = r.ok ? await r.json() : null;
     this.pendingURL = [name, set];
