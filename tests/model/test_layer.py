@@ -197,3 +197,15 @@ def test_weight_edits_in_place_and_replacements_both_reach_the_output() -> None:
     assert rel_err(edited, base) > 1e-3
     layer.weights[gate] = layer.weights[gate] / 2.0  # a new array: the unfused path takes over
     np.testing.assert_allclose(layer.forward(x, np.arange(16)), base, rtol=1e-5, atol=1e-5)
+
+
+def test_a_layer_built_from_another_layers_weights_shares_them() -> None:
+    a = Layer.random(preset("tiny"), 6)
+    b = Layer(a.config, dict(a.weights))
+    for name in ("mlp.experts.2.gate_proj.weight", "mlp.experts.2.up_proj.weight", "self_attn.q_proj.weight"):
+        assert np.shares_memory(a.weights[name], b.weights[name])
+    x = inputs(5, 64)
+    np.testing.assert_array_equal(a.forward(x, np.arange(5)), b.forward(x, np.arange(5)))
+    # from C-ordered arrays (as a checkpoint gives them) the values are the same
+    c = Layer(a.config, {n: np.ascontiguousarray(w) for n, w in a.weights.items()})
+    np.testing.assert_allclose(c.forward(x, np.arange(5)), a.forward(x, np.arange(5)), rtol=1e-6, atol=1e-6)

@@ -142,6 +142,18 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, num_past: int,
     return out.reshape(n_kv, t, g, hd).transpose(1, 0, 2, 3).reshape(t, nh * hd)  # (T, nh*hd)
 
 
+def _halves_of(both: np.ndarray | None, gate: np.ndarray, up: np.ndarray) -> bool:
+    """Whether gate and up are exactly the top and bottom halves of the column-major (2I, H) array `both`."""
+    return (
+        both is not None
+        and up.base is both
+        and both.flags.f_contiguous
+        and both.shape == (2 * gate.shape[0], gate.shape[1])
+        and gate.ctypes.data == both.ctypes.data
+        and up.ctypes.data == both[gate.shape[0] :].ctypes.data
+    )
+
+
 class Layer:
     """One decoder layer: `config` (ModelConfig) and `weights` (hub names -> float32 arrays or packed weights)."""
 
@@ -158,8 +170,15 @@ class Layer:
         self.weights: dict[str, Weight] = {}
         for name, shape in shapes.items():
             w = weights[name]
-            if isinstance(w, np.ndarray):  # matrices kept column-major: x @ W.T then runs on a contiguous W.T
-                w = np.asfortranarray(w, dtype=np.float32) if w.ndim == 2 else np.ascontiguousarray(w, np.float32)
+            if isinstance(w, np.ndarray):  # matrices kept column-major: x @ W.T then reads W.T row by row
+                column_major = w.ndim == 2 and w.dtype == np.float32 and w.strides[0] == w.itemsize
+                w = (
+                    w
+                    if column_major
+                    else np.asfortranarray(w, np.float32)
+                    if w.ndim == 2
+                    else np.ascontiguousarray(w, np.float32)
+                )
             got = tuple(w.shape)
             if got != shape:
                 raise ValueError(f"weight {name!r} has shape {got}, expected {shape}")
@@ -174,10 +193,13 @@ class Layer:
         prefixes = [f"mlp.experts.{e}." for e in range(self.config.num_experts)] if self.config.is_moe else ["mlp."]
         for p in prefixes:
             gate, up = self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"]
-            if isinstance(gate, np.ndarray) and isinstance(up, np.ndarray):
+            if not (isinstance(gate, np.ndarray) and isinstance(up, np.ndarray)):
+                continue
+            both = gate.base
+            if not _halves_of(both, gate, up):  # (a layer built from another layer's weights shares its arrays)
                 both = np.asfortranarray(np.concatenate([gate, up]))  # (2I, H), column-major
                 self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"] = np.split(both, 2)
-                fused[p] = both
+            fused[p] = both
         return fused
 
     # -- construction -----------------------------------------------------------------------
