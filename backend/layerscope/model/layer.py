@@ -142,6 +142,16 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, num_past: int,
     return out.reshape(n_kv, t, g, hd).transpose(1, 0, 2, 3).reshape(t, nh * hd)  # (T, nh*hd)
 
 
+def _as_layer_array(w: np.ndarray) -> np.ndarray:
+    """float32; matrices column-major, so x @ W.T reads a row-major W.T (the fast case for small GEMMs).
+    Arrays already in that form are kept, not copied."""
+    if w.ndim != 2:
+        return np.ascontiguousarray(w, dtype=np.float32)
+    if w.dtype == np.float32 and w.strides[0] == w.itemsize:
+        return w
+    return np.asfortranarray(w, dtype=np.float32)
+
+
 def _halves_of(both: np.ndarray | None, gate: np.ndarray, up: np.ndarray) -> bool:
     """Whether gate and up are exactly the top and bottom halves of the column-major (2I, H) array `both`."""
     return (
@@ -170,15 +180,8 @@ class Layer:
         self.weights: dict[str, Weight] = {}
         for name, shape in shapes.items():
             w = weights[name]
-            if isinstance(w, np.ndarray):  # matrices kept column-major: x @ W.T then reads W.T row by row
-                column_major = w.ndim == 2 and w.dtype == np.float32 and w.strides[0] == w.itemsize
-                w = (
-                    w
-                    if column_major
-                    else np.asfortranarray(w, np.float32)
-                    if w.ndim == 2
-                    else np.ascontiguousarray(w, np.float32)
-                )
+            if isinstance(w, np.ndarray):
+                w = _as_layer_array(w)
             got = tuple(w.shape)
             if got != shape:
                 raise ValueError(f"weight {name!r} has shape {got}, expected {shape}")
