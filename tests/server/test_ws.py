@@ -136,6 +136,24 @@ def test_seek_rebuilds_state(client: TestClient) -> None:
         assert back["reset"] is True and all(e["t_us"] == 0 for e in back["events"])
 
 
+def test_seek_rebuild_is_split_into_bounded_frames(presets_dir: Any) -> None:
+    from fakesim import fake_simulate
+
+    from layerscope.server.app import create_app
+    from layerscope.server.settings import Settings
+
+    app = create_app(Settings(max_frame_events=7), simulate=fake_simulate)
+    with TestClient(app) as c, c.websocket_connect("/ws") as ws:
+        loaded = load(ws, scenario="two-chunks")
+        ws.send_json({"type": "seek", "t_us": loaded["duration_us"]})
+        _, seen = recv_until(ws, "state")
+    frames = [m for m in seen if m["type"] == "frame"]
+    assert [f["reset"] for f in frames] == [True] + [False] * (len(frames) - 1) and len(frames) > 1
+    assert all(len(f["events"]) <= 7 and f["t_us"] == loaded["duration_us"] for f in frames)
+    kernels = sum(e["kind"] == "kernel" for f in frames for e in f["events"])
+    assert kernels == 4 * (2 + 6)
+
+
 def test_speed_command(client: TestClient) -> None:
     with client.websocket_connect("/ws") as ws:
         load(ws, scenario="two-chunks")

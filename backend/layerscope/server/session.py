@@ -183,7 +183,7 @@ class Session:
             if cmd.speed is not None:
                 pb.set_speed(cmd.speed, now)
             if pb.at_end:
-                self.queue.push_frame(0.0, pb.seek(0.0, self.settings.seek_snapshots), reset=True)
+                self._push_rebuild(0.0, pb.seek(0.0, self.settings.seek_snapshots))
             pb.play(now)
             self._wake.set()
         elif isinstance(cmd, PauseCommand):
@@ -200,9 +200,15 @@ class Session:
         elif isinstance(cmd, SeekCommand):
             if cmd.t_us > pb.run.duration_us:
                 raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.run.duration_us:g} µs)", "t_us")
-            self.queue.push_frame(cmd.t_us, pb.seek(cmd.t_us, self.settings.seek_snapshots), reset=True)
+            self._push_rebuild(cmd.t_us, pb.seek(cmd.t_us, self.settings.seek_snapshots))
             pb.rebase(now)
         self._send_state()
+
+    def _push_rebuild(self, t_us: float, events: Events) -> None:
+        """A reset frame, split so no frame holds more than max_frame_events (the rest follow at the same t_us)."""
+        n = self.settings.max_frame_events
+        for i in range(0, max(len(events), 1), n):
+            self.queue.push_frame(t_us, events[i : i + n], reset=i == 0)
 
     def _spec_of(self, cmd: LoadCommand) -> scn.ScenarioSpec:
         if (cmd.scenario is None) == (cmd.spec is None):
