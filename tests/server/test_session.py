@@ -165,3 +165,14 @@ def test_cache_shares_one_simulation_and_is_bounded() -> None:
 
     cache = asyncio.run(go())
     assert calls == [40, 1, 2, 3] and len(cache) == 2 and cache.simulations == 4
+
+
+def test_cache_is_bounded_by_events_too() -> None:
+    async def go() -> RunCache:
+        cache = RunCache(fake_simulate, max_runs=8, max_events=1)
+        for n in (1, 2):
+            await cache.get(SPEC.with_overrides({"decode_steps": n}))
+        return cache
+
+    cache = asyncio.run(go())
+    assert len(cache) == 1 and cache.num_events > 1  # only the newest run stays, however large

@@ -23,7 +23,9 @@ def create_app(settings: Settings | None = None, simulate: Simulate | None = Non
         description="Live view of one decoder layer during prefill and decode. Websocket protocol: docs/protocol.md.",
     )
     app.state.settings = settings
-    app.state.runs = RunCache(simulate or default_simulate, settings.cache_runs, settings.max_concurrent_sims)
+    app.state.runs = RunCache(
+        simulate or default_simulate, settings.cache_runs, settings.max_concurrent_sims, settings.cache_events
+    )
     app.state.live = ws.LiveCounter()
     app.state.templates = Jinja2Templates(directory=str(frontend_dir() / "templates"))
     app.add_middleware(SecurityHeaders)

@@ -176,9 +176,12 @@ def replay_run(spec: ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
 class RunCache:
     """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation."""
 
-    def __init__(self, simulate: Simulate, max_runs: int = 8, max_concurrent: int = 2) -> None:
+    def __init__(
+        self, simulate: Simulate, max_runs: int = 8, max_concurrent: int = 2, max_events: int = 500_000
+    ) -> None:
         self._simulate = simulate
         self._max = max_runs
+        self._max_events = max_events  # runs hold their events as dicts: bound memory by events, not only runs
         self._runs: OrderedDict[str, PreparedRun] = OrderedDict()
         self._pending: dict[str, asyncio.Future[PreparedRun]] = {}
         self._max_concurrent = max_concurrent
@@ -217,9 +220,13 @@ class RunCache:
             del self._pending[key]
         fut.set_result(run)
         self._runs[key] = run
-        while len(self._runs) > self._max:
-            self._runs.popitem(last=False)
+        while len(self._runs) > 1 and (len(self._runs) > self._max or self.num_events > self._max_events):
+            self._runs.popitem(last=False)  # the newest run always stays, however large
         return run
+
+    @property
+    def num_events(self) -> int:
+        return sum(len(r.events) for r in self._runs.values())
 
     def get_sync(self, spec: ScenarioSpec) -> PreparedRun:
         """For plain (threaded) REST handlers: simulate without touching the async bookkeeping."""
