@@ -11,7 +11,7 @@ import { LatencyView } from "./views/latency.js";
 import { LogView } from "./views/log.js";
 import { MemoryView } from "./views/memory.js";
 import { StagesView } from "./views/stages.js";
-import { TimelineView } from "./views/timeline.js";
+import { TimelineView, fillLegend } from "./views/timeline.js";
 import { TopologyView } from "./views/topology.js";
 import { Tour } from "./views/tour.js";
 import { Connection } from "./ws.js";
@@ -24,6 +24,7 @@ const store = new Store();
 const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [], renderMs: {} }; // read by tests and bench
 
 const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"));
+fillLegend($("timeline-legend"));
 const memory = new MemoryView($("memory-plot"), store);
 const latency = new LatencyView($("latency-plot"), store);
 const plots = [timeline, memory, latency, new StagesView($("stages-plot"), store), new ExpertsView($("experts-plot"), store, $("experts-info"))];

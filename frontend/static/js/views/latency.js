@@ -26,10 +26,15 @@ export class LatencyView {
     const hi = [];
     const lo = [];
     for (let i = 0; i < d.length; i++) {
-      let j = 0;
-      for (let k = Math.max(0, i - BAND + 1); k <= i; k++) j = Math.max(j, Math.abs(d[k].jitter_us));
-      hi.push(median[i] + j / 1e3);
-      lo.push(median[i] - j / 1e3);
+      // over the last BAND steps: the largest deviation above and below the running median
+      let up = 0;
+      let down = 0;
+      for (let k = Math.max(0, i - BAND + 1); k <= i; k++) {
+        up = Math.max(up, d[k].jitter_us);
+        down = Math.max(down, -d[k].jitter_us);
+      }
+      hi.push(median[i] + up / 1e3);
+      lo.push(Math.max(0, median[i] - down / 1e3));
     }
     const sla = d.length ? d[0].sla_us / 1e3 : s.scenario ? s.scenario.sla_ms : 0;
     const over = d.filter((e) => e.over_sla);

@@ -1,7 +1,7 @@
 // Nsight-style kernel timeline: one row per stream, one bar per launch coloured by stage kind,
 // chunk ids on prefill attention launches, phase bands behind, a "now" line. Zoom/pan via Plotly.
 
-import { PHASE, PLOT_CONFIG, STAGE_KIND, plotLayout, stageColor } from "../colors.js";
+import { PHASE, PLOT_CONFIG, plotLayout, stageColor } from "../colors.js";
 import { bytes, flops, pct, us } from "../format.js";
 import { relayoutRange } from "./cursor.js";
 
@@ -177,4 +177,24 @@ export class TimelineView {
   }
 }
 
-export const LEGEND = STAGE_KIND;
+const KIND_HELP = {
+  norm: "RMSNorm: per-token normalisation, reads and writes activations (memory-bound)",
+  gemm: "Matrix multiplies (QKV, output projection, dense FFN), with any fused dequantisation",
+  attention: "Attention over the KV cache (flash attention in prefill, paged reads in decode)",
+  moe: "Mixture of experts: router and the fused expert GEMMs",
+  elementwise: "Element-wise kernels: RoPE, activation, residual adds",
+  memory: "Copies and KV cache traffic: page writes, re-fetches, migrations",
+  overhead: "Launch and switch-over costs that do no arithmetic",
+};
+
+export function fillLegend(el) {
+  for (const [kind, help] of Object.entries(KIND_HELP)) {
+    const span = document.createElement("span");
+    span.className = "key";
+    span.title = help;
+    const sw = document.createElement("i");
+    sw.style.background = stageColor(kind);
+    span.append(sw, document.createTextNode(kind));
+    el.append(span);
+  }
+}
