@@ -148,3 +148,30 @@ def test_tour_plays_to_each_step_and_highlights(page, server_url: str) -> None:
     page.wait(f"document.querySelector('[data-testid=speed]').value !== {speed!r}")
     assert float(page.js("document.querySelector('[data-testid=speed]').value")) == 2 * float(speed)
     assert page.problems == []
+
+
+def test_replay_a_recorded_run(page, server_url: str, tmp_path: Path) -> None:
+    from layerscope.events import event_json
+    from layerscope.runtime.engine import simulate
+    from layerscope.scenario import load_preset
+
+    # recorded with 4 chunks, replayed under the 2-chunk preset: what plays is the recording
+    events = simulate(load_preset("prefill-8k-chunked").with_overrides({"chunk_size": 2048})).events
+    recorded = tmp_path / "run.jsonl"
+    recorded.write_text("".join(event_json(e) + "\n" for e in events))
+    open_scenario(page, server_url, "prefill-8k-chunked")
+    page.page.get_by_test_id("replay-file").set_input_files(str(recorded))
+    page.wait(
+        f"{STORE}.loaded && {STORE}.loaded.num_events === {len(events)} && window.__layerscope.stats.messages > 3"
+    )
+    page.page.get_by_test_id("speed").select_option("64")
+    page.page.get_by_test_id("play").click()
+    page.wait(f"{STORE}.ended")
+    assert page.js(f"{STORE}.kernels.length") == sum(e.kind == "kernel" for e in events)
+    assert page.js(f"{STORE}.chunks.length") == 4
+
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"kind": "kernel", "t_us": 1.0}\n')
+    page.page.get_by_test_id("replay-file").set_input_files(str(broken))
+    page.wait("document.getElementById('form-error').textContent.includes('events.0')")
+    assert page.problems == []

@@ -49,6 +49,23 @@ export class Controls {
       this.apply();
     });
     document.addEventListener("keydown", (ev) => this.key(ev));
+    $("replay-file").addEventListener("change", (ev) => this.replay(ev.target));
+  }
+
+  // A recorded run: one event per line (JSON lines) or a JSON array, replayed under the chosen scenario.
+  async replay(input) {
+    const file = input.files && input.files[0];
+    input.value = "";
+    if (!file) return;
+    const text = await file.text();
+    let events;
+    try {
+      events = text.trimStart().startsWith("[") ? JSON.parse(text) : text.split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+    } catch (e) {
+      this.onFileError(`${file.name}: not JSON lines (${e.message})`);
+      return;
+    }
+    this.conn.send({ type: "load", scenario: this.select.value, set: this.currentSet || {}, events });
   }
 
   key(ev) {
@@ -150,7 +167,10 @@ export class Controls {
   }
 
   onLoaded(msg) {
-    if (this.pendingURL) this.setURL(...this.pendingURL);
+    if (this.pendingURL) {
+      this.setURL(...this.pendingURL);
+      this.currentSet = this.pendingURL[1];
+    }
     this.pendingURL = null;
     $("form-error").textContent = "";
     this.fillForm(msg.scenario);
@@ -166,8 +186,16 @@ export class Controls {
     if (i >= 0) this.speed.selectedIndex = i;
   }
 
+  onFileError(text) {
+    this.onError({ message: text, field: "events" });
+    if (this.toast) this.toast(text, "error");
+  }
+
   onError(msg) {
-    if (msg.field && (msg.field.startsWith("set") || msg.field.startsWith("spec"))) $("form-error").textContent = msg.message;
+    if (msg.field && /^(set|spec|events)/.test(msg.field)) {
+      $("form-error").textContent = msg.message;
+      this.form.classList.remove("hidden");
+    }
   }
 
   tick() {

@@ -41,6 +41,7 @@ const conn = new Connection(onMessage, (status) => {
 });
 conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : false });
 controls = new Controls(conn, store);
+controls.toast = (text, kind) => toast(text, kind);
 const tour = new Tour($("tour"), store, {
   play: () => controls.play(),
   pause: () => controls.pause(),
