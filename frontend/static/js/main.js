@@ -21,7 +21,14 @@ const PLOT_BUDGET = 0.3; // while playing, Plotly redraws take at most ~30% of t
 const $ = (id) => document.getElementById(id);
 
 const store = new Store();
-const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [], renderMs: {} }; // read by tests and bench
+// read by tests and benchmarks: animation frames, messages, Plotly redraws and their cost, frame delivery
+// delay (server created_ms to arrival, last 1000 frames), the longest main-thread task
+const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0 };
+if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includes("longtask")) {
+  new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) stats.longestTaskMs = Math.max(stats.longestTaskMs, e.duration);
+  }).observe({ type: "longtask", buffered: true });
+}
 
 const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"));
 fillLegend($("timeline-legend"));
@@ -83,6 +90,10 @@ function onMessage(msg) {
       break;
     case "frame":
       stats.frames += 1;
+      if (msg.created_ms) {
+        stats.delayMs.push(Date.now() - msg.created_ms);
+        if (stats.delayMs.length > 1000) stats.delayMs.shift();
+      }
       store.apply(msg);
       break;
     case "state":
