@@ -8,7 +8,22 @@ const SVG = "http://www.w3.org/2000/svg";
 const W = 1000;
 const H = 230;
 const NODE_W = 124;
-const NODE_H = 44;
+const NODE_H = 50;
+const LINE_CHARS = 17;
+
+function wrap(label) {
+  // at most two lines at word boundaries; the full label is in the node's tooltip
+  const words = label.split(" ");
+  const lines = [""];
+  for (const w of words) {
+    const cur = lines[lines.length - 1];
+    if (!cur || (cur + " " + w).length <= LINE_CHARS) lines[lines.length - 1] = cur ? `${cur} ${w}` : w;
+    else lines.push(w);
+  }
+  const out = lines.slice(0, 2);
+  if (lines.length > 2 || out[1]?.length > LINE_CHARS) out[1] = `${(out[1] || "").slice(0, LINE_CHARS - 1)}…`;
+  return out.map((l) => (l.length > LINE_CHARS ? `${l.slice(0, LINE_CHARS - 1)}…` : l));
+}
 
 function el(tag, attrs, parent) {
   const n = document.createElementNS(SVG, tag);
@@ -84,9 +99,13 @@ export class TopologyView {
       const grp = el("g", { class: "node", transform: `translate(${p.x},${p.y})`, "data-stage": n.id }, this.svg);
       el("rect", { width: NODE_W, height: NODE_H, rx: 6, fill: "#1f2335", stroke: stageColor(n.kind), "stroke-width": 2 }, grp);
       el("rect", { width: 5, height: NODE_H, rx: 2, fill: stageColor(n.kind) }, grp);
-      const label = el("text", { x: NODE_W / 2 + 2, y: 18, "text-anchor": "middle", class: "node-label" }, grp);
-      label.textContent = n.label.length > 18 ? `${n.label.slice(0, 17)}…` : n.label;
-      const sub = el("text", { x: NODE_W / 2 + 2, y: 34, "text-anchor": "middle", class: "node-sub" }, grp);
+      const lines = wrap(n.label);
+      lines.forEach((line, i) => {
+        const y = lines.length === 1 ? 21 : 15 + i * 13;
+        const t = el("text", { x: NODE_W / 2 + 2, y, "text-anchor": "middle", class: "node-label" }, grp);
+        t.textContent = line;
+      });
+      const sub = el("text", { x: NODE_W / 2 + 2, y: 42, "text-anchor": "middle", class: "node-sub" }, grp);
       sub.textContent = n.precision || n.kind;
       const title = el("title", {}, grp);
       this.nodes.set(n.id, { grp, title, info: n, sub });
