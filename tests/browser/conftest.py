@@ -37,7 +37,7 @@ CHROMIUM_ARGS = [
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
     port = free_port()
-    settings = Settings(port=port, play_seconds=4.0, default_scenario="prefill-8k-chunked")
+    settings = Settings(port=port, play_seconds=6.0, default_scenario="prefill-8k-chunked")
     config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
