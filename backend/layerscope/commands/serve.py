@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from layerscope.protocol import MAX_REPLAY_BYTES
     from layerscope.server.app import create_app
     from layerscope.server.settings import Settings
 
@@ -34,7 +35,12 @@ def run(args: argparse.Namespace) -> int:
         host=args.host, port=args.port, default_scenario=args.scenario, allowed_origins=args.allow_origin
     )
     print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)
+    # Frames above MAX_REPLAY_BYTES (a recorded run to replay) are closed by uvicorn with 1009 before parsing.
     uvicorn.run(
-        create_app(settings), host=settings.host, port=settings.port, ws_max_size=4 * 1024 * 1024, log_level="warning"
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        ws_max_size=MAX_REPLAY_BYTES + 64 * 1024,
+        log_level="warning",
     )
     return 0
