@@ -69,6 +69,9 @@ class LoadedMessage(BaseModel):
     num_events: int
     compare: dict[str, Any] | None = None
     claims: list[dict[str, Any]] = Field(default_factory=list)
+    tour_results: list[dict[str, Any]] = Field(
+        default_factory=list, description="each tour step's check against this run (layerscope.tour.tour_results)"
+    )
 
 
 class FrameMessage(BaseModel):

@@ -83,7 +83,21 @@ class CompareSpec(Strict):
     """Run the scenario a second time with these overrides, and show both."""
 
     label: str = Field(..., min_length=1, max_length=60)
-    set: dict[str, Any] = Field(default_factory=dict)
+    set: dict[str, Any] = Field(default_factory=dict, max_length=32)
+
+    @field_validator("set")
+    @classmethod
+    def _known_fields(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Each override is checked here, against its field alone, so a bad one is named at load time."""
+        probe = ScenarioSpec.model_construct()
+        for key, value in v.items():
+            if key not in ScenarioSpec.model_fields or key in ("compare", "tour"):
+                raise ValueError(f"unknown or not overridable field {key!r}")
+            try:
+                ScenarioSpec.__pydantic_validator__.validate_assignment(probe, key, value)
+            except ValidationError as e:
+                raise ValueError(f"{key}: {e.errors()[0]['msg']}") from None
+        return v
 
 
 class ScenarioSpec(Strict):

@@ -57,3 +57,18 @@ def test_report_download_is_self_contained_html(real: TestClient) -> None:
     assert r.headers["content-disposition"] == 'attachment; filename="prefill-8k-chunked.report.html"'
     assert "<html" in r.text.lower() and not re.search(r"<script[^>]+src=\"https?:", r.text)  # no network
     assert real.get("/api/report", params={"scenario": "nope"}).status_code == 404
+
+
+def test_loaded_carries_each_tour_steps_check_against_the_run(real: TestClient) -> None:
+    with real.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "load", "scenario": "prefill-8k-chunked"})
+        loaded = ws.receive_json()
+    steps = loaded["scenario"]["tour"]
+    results = loaded["tour_results"]
+    assert len(results) == len(steps) >= 3
+    pairs = [(r, s) for r, s in zip(results, steps, strict=True) if s["check"]]
+    assert pairs and all(r["metric"] == s["check"]["metric"] for r, s in pairs)
+    checked = [r for r, _ in pairs]
+    assert all(r["passed"] for r in checked)  # the preset's own claims hold in its own run
+    launches = next(r for r in checked if r["metric"] == "num_attention_launches")
+    assert launches["actual"] == 2

@@ -71,6 +71,13 @@ def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
         return []
 
 
+def tour_of(result: SimResultLike) -> list[dict[str, Any]]:
+    """Each tour step's claim checked against this run (the tour panel marks it passed or failed)."""
+    from layerscope.tour import tour_results
+
+    return [_finite(row) for row in tour_results(result)]
+
+
 def _end_us(e: dict[str, Any]) -> float:
     return e["t_us"] + e.get("dur_us", 0.0) if e["kind"] == "kernel" else e["t_us"]
 
@@ -87,6 +94,7 @@ class PreparedRun:
     duration_us: float
     compare: dict[str, Any] | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
+    tour: list[dict[str, Any]] = field(default_factory=list)
     result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
 
     @property
@@ -123,6 +131,7 @@ def prepare(result: SimResultLike) -> PreparedRun:
         duration_us=duration,
         compare=_compare_dict(result.spec, result.compare),
         claims=claims,
+        tour=tour_of(result),
         result=result,
     )
 

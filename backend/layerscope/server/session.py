@@ -226,6 +226,8 @@ class Session:
 
     async def _load(self, cmd: LoadCommand) -> None:
         spec = self._spec_of(cmd)
+        if cmd.events is None:
+            self._check_work(spec, cmd)
         self._load_seq += 1
         mine = self._load_seq
         try:
@@ -243,6 +245,20 @@ class Session:
         self.queue.clear_frames()
         self.queue.push_control(loaded_message(run))
         self._send_state()
+
+    def _check_work(self, spec: scn.ScenarioSpec, cmd: LoadCommand) -> None:
+        """Refuse runs bigger than the server allows before spending CPU on them."""
+        chunks = -(-spec.prompt_len // min(spec.chunk_size, spec.low_mem_chunk_size))
+        work = (chunks + spec.decode_steps) * (2 if spec.compare else 1)
+        limit = self.settings.max_sim_work
+        if work > limit:
+            name = "prompt_len" if chunks > spec.decode_steps else "decode_steps"
+            where = "set" if name in cmd.set else ("spec" if cmd.spec is not None else "scenario")
+            raise CommandError(
+                f"field '{name}': this run needs {work} chunks + decode steps{' (x2 for compare)' * bool(spec.compare)}"
+                f"; this server simulates at most {limit} per run (raise chunk_size or shorten the run)",
+                f"{where}.{name}" if where != "scenario" else where,
+            )
 
     async def _replay(self, spec: scn.ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
         """A recorded run: events validated one by one (the first bad one is named); not cached."""
@@ -295,6 +311,7 @@ def loaded_message(run: PreparedRun) -> Message:
         "num_events": len(run.events),
         "compare": run.compare,
         "claims": run.claims,
+        "tour_results": run.tour,
     }
 
 

@@ -24,6 +24,12 @@ class Settings(BaseModel):
     cache_events: int = Field(500_000, ge=1, description="events kept over all cached runs (LRU eviction)")
     max_concurrent_sims: int = Field(2, ge=1, description="simulations running at once (CPU-bound, in threads)")
     seek_snapshots: int = Field(1000, ge=2, description="mergeable snapshots per kind kept in a seek frame")
+    max_sim_work: int = Field(
+        10_000,
+        ge=1,
+        description="prefill chunks + decode steps one requested run may simulate (x2 with compare); "
+        "bounds the CPU time and memory one client can ask for (~2 ms and ~20 events per unit)",
+    )
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:

@@ -84,7 +84,7 @@ function onMessage(msg) {
       for (const v of [timeline, memory, latency]) v.range = null; // a new run starts unzoomed
       linked = "null";
       controls.onLoaded(msg);
-      tour.load(msg.scenario);
+      tour.load(msg.scenario, msg.tour_results || []);
       renderClaims($("claims-body"), msg.claims);
       document.title = `LayerScope — ${msg.scenario.name}`;
       break;

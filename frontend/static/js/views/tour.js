@@ -18,8 +18,9 @@ export class Tour {
     store.listeners.push((frame) => this.watch(frame));
   }
 
-  load(scenario) {
+  load(scenario, results = []) {
     this.steps = (scenario && scenario.tour) || [];
+    this.results = results; // the server's check of each step's claim against this run
     this.index = -1;
     this.waiting = null;
     this.highlight([]);
@@ -36,8 +37,14 @@ export class Tour {
     const st = this.steps[i];
     this.index = i;
     this.pos.textContent = `step ${i + 1} / ${this.steps.length}`;
-    this.body.innerHTML = `<h3>${esc(st.title)}</h3><p>${esc(st.text)}</p>` + (st.at_us !== null && st.at_us !== undefined ? `<p class="hint">at ${us(st.at_us)}</p>` : "");
+    this.body.innerHTML = `<h3>${esc(st.title)}</h3><p>${esc(st.text)}</p>` + (st.at_us !== null && st.at_us !== undefined ? `<p class="hint">at ${us(st.at_us)}</p>` : "") + this.checkLine(this.results[i]);
     this.highlight(st.highlight || []);
+  }
+
+  checkLine(r) {
+    if (!r || r.metric === null) return "";
+    const verdict = r.passed ? '<span class="ok">✓ holds in this run</span>' : '<span class="bad">✗ does not hold in this run</span>';
+    return `<p class="check" data-testid="tour-check" title="The step's claim, checked by the server against this run's summary">${verdict}: <code>${esc(r.metric)} ${esc(r.op)} ${esc(String(r.expected))}</code> (measured ${esc(String(r.actual))})</p>`;
   }
 
   highlight(ids) {
@@ -82,7 +89,8 @@ export class Tour {
   matches(e, spec) {
     const [kind, name] = spec.split(":");
     if (e.kind !== kind) return false;
-    return !name || [e.name, e.fault, e.stage, e.phase, e.action].includes(name);
+    // the same fields tour.py matches: a kernel/stage name, a phase, a fault, an owner, a reason
+    return !name || [e.name, e.stage, e.phase, e.fault, e.action, e.owner, e.reason].includes(name);
   }
 
   seen(spec) {
