@@ -1,0 +1,100 @@
+"""The dashboard in headless Chromium during playback: frames per second and the longest main-thread task.
+
+A real `layerscope serve` subprocess on a free loopback port; Debian's /usr/bin/chromium driven by Playwright
+(as in tests/browser). The page opens `--scenario`, plays it at the speed that makes it last `--play-s` wall
+seconds, and reports requestAnimationFrame callbacks per second over the playback, websocket frames applied per
+second, and the longest main-thread task seen by a PerformanceObserver('longtask') during playback (tasks over
+50 ms; 0 if none), and, apart, the longest during page load.
+Prints one JSON line.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_browser.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_streaming import PLAY_SECONDS, free_port, start_server  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+LONGTASKS = """
+window.__longtasks = [];
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longtasks.push(e.duration); })
+  .observe({ type: "longtask", buffered: true });
+"""
+STORE = "window.__layerscope.store"
+
+
+def wait(page, expr: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if page.evaluate(f"() => ({expr})"):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"timed out waiting for {expr}")
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", default="long-context-128k")
+    ap.add_argument("--play-s", type=float, default=5.0)
+    args = ap.parse_args()
+    port = free_port()
+    proc = start_server(port)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
+            page.add_init_script(LONGTASKS)
+            page.goto(f"http://127.0.0.1:{port}/?scenario={args.scenario}")
+            wait(page, f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{args.scenario}'")
+            time.sleep(1.0)  # first draws of every view done before measuring
+            load_tasks = page.evaluate("() => window.__longtasks.splice(0)")  # page load: Plotly parse, first draws
+            page.get_by_test_id("speed").evaluate(
+                "(el, v) => { if (![...el.options].some(o => o.value === v)) el.add(new Option(v, v)); "
+                "el.value = v; el.dispatchEvent(new Event('change')); }",
+                str(PLAY_SECONDS / args.play_s),
+            )
+            stats = "window.__layerscope.stats"
+            raf0, frames0, t0 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
+            page.get_by_test_id("play").click()
+            wait(page, f"{STORE}.ended", timeout_s=args.play_s * 10 + 30)
+            raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
+            longtasks = page.evaluate("() => window.__longtasks")
+            browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+    wall = (t1 - t0) / 1000.0
+    print(
+        json.dumps(
+            {
+                "bench": "browser",
+                "scenario": args.scenario,
+                "play_s": args.play_s,
+                "wall_s": round(wall, 2),
+                "raf_per_s": round((raf1 - raf0) / wall, 1),
+                "ws_frames_per_s": round((frames1 - frames0) / wall, 1),
+                "longest_task_ms": round(max(longtasks, default=0.0), 1),
+                "long_tasks": len(longtasks),
+                "longest_task_ms_page_load": round(max(load_tasks, default=0.0), 1),
+                "chromium": CHROMIUM,
+                "cpus": os.cpu_count(),
+                "load_avg_1m": round(os.getloadavg()[0], 2),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
