@@ -75,6 +75,15 @@ def test_memory_contention_makes_jitter() -> None:
     assert max(lat[8:16]) > 1.3 * lat[7] and lat[20] < 1.05 * lat[7]  # only while the thief runs
 
 
+def test_memory_contention_in_prefill_slows_the_chunk_and_is_detected() -> None:
+    clean = simulate(ScenarioSpec(**QWEN))
+    r = simulate(ScenarioSpec(**QWEN, faults=[{"kind": "memory_contention", "at_chunk": 1, "rate": 0.6}]))
+    [injected, detected] = _faults(r, "memory_contention")
+    assert injected.chunk == detected.chunk == 1 and detected.action == "detected"
+    chunk_us = [[e.dur_us for e in x.events if e.kind == "kernel" and e.chunk == 1] for x in (clean, r)]
+    assert sum(chunk_us[1]) > sum(chunk_us[0])
+
+
 def test_pressure_evicts_pages_and_decode_refetches_them() -> None:
     spec = ScenarioSpec(model="qwen3-235b-a22b", runtime="vllm", prompt_len=16384, decode_steps=30, free_hbm_gib=13,
                         actions=[{"do": "pressure", "at_step": 10, "amount_gib": 12},

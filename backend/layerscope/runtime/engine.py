@@ -239,6 +239,10 @@ class _Engine:
         kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
         self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
         end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
+        if stolen > 0:  # what the chunk would have taken with its bandwidth: the thief shows as the difference
+            path = scale / (1.0 - stolen)
+            expected = sum(self._cost(k, CostEnv(hbm_bw_scale=path)).time_us for k in kernels)
+            self._detect_slow_chunk(c, end - t_start, expected)
         logical = range(d.token_start // self.page_size, (d.token_end - 1) // self.page_size + 1)
         self.kv.record_writes(logical, remapped=d.remapped, chunk_first_page=first_page)
         self._emit(ChunkEvent(t_us=t_start, chunk=c, token_start=d.token_start, token_end=d.token_end,
@@ -320,6 +324,12 @@ class _Engine:
         s.step_jitter_us.append(jitter)
         s.over_sla += int(over)
         s.cross_bank_reads = breaks
+
+    def _detect_slow_chunk(self, chunk: int, took_us: float, expected_us: float) -> None:
+        for state in self.faults.of("memory_contention"):
+            if state.injected and not state.detected and took_us > (1 + JITTER_BAND) * expected_us:
+                self._detected(state, f"chunk {chunk} took {took_us:.0f} us, {took_us / expected_us - 1:.0%} over "
+                               "its roofline time", chunk=chunk)
 
     def _detect_jitter(self, step: int, model_us: float, median: float) -> None:
         for state in self.faults.of("memory_contention"):
