@@ -9,6 +9,7 @@ import importlib.util
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,3 +29,17 @@ def server() -> Iterator[util.ServerProcess]:
         yield s
     finally:
         s.stop()
+
+
+@pytest.fixture
+def page() -> Iterator[Any]:
+    """A headless Chromium page; `page.page_errors` collects uncaught page errors."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=util.CHROMIUM, args=util.CHROMIUM_ARGS)
+        pg = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        pg.page_errors = []
+        pg.on("pageerror", lambda e: pg.page_errors.append(str(e)))
+        yield pg
+        browser.close()

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from hardening_util import ServerProcess
+from hardening_util import ServerProcess, js, wait
+
+from layerscope.cli import main
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-CHROMIUM = "/usr/bin/chromium"  # Debian's build, as in tests/browser (Playwright's download does not work here)
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
 STORE = "window.__layerscope.store"
 WATCH_STATUS = """() => {
   window.__statuses = [];
@@ -19,33 +20,6 @@ WATCH_STATUS = """() => {
   new MutationObserver(() => window.__statuses.push(el.textContent)).observe(el, {childList: true, subtree: true,
                                                                                characterData: true});
 }"""
-
-
-@pytest.fixture
-def page() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-        pg = ctx.new_page()
-        pg.page_errors = []
-        pg.on("pageerror", lambda e: pg.page_errors.append(str(e)))
-        yield pg
-        browser.close()
-
-
-def js(page: Any, expr: str) -> Any:
-    return page.evaluate(f"() => ({expr})")
-
-
-def wait(page: Any, expr: str, timeout_s: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if value := js(page, expr):
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {expr}")
 
 
 def test_page_reconnects_with_backoff_and_resumes_its_scenario(page: Any) -> None:
@@ -78,3 +52,23 @@ def test_page_reconnects_with_backoff_and_resumes_its_scenario(page: Any) -> Non
         assert page.page_errors == []
     finally:
         server.stop()
+
+
+def test_page_replays_a_recorded_file_like_the_simulated_run(page: Any, server: ServerProcess, tmp_path: Path) -> None:
+    out = tmp_path / "run.jsonl"
+    assert main(["run", "decode-pulses", "--events", str(out)]) == 0
+    recorded = [json.loads(line) for line in out.read_text().splitlines()]
+    page.goto(f"{server.url}/?scenario=decode-pulses")
+    wait(page, f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === 'decode-pulses'")
+    wait(page, "document.getElementById('status').textContent === 'live'")
+    before = js(page, "window.__layerscope.stats.messages")
+    page.get_by_test_id("replay-file").set_input_files(str(out))
+    wait(page, f"window.__layerscope.stats.messages >= {before + 2} && {STORE}.t === 0")  # loaded, state
+    assert js(page, "window.__layerscope.stats.errors") == []
+    page.get_by_test_id("speed").select_option("64")
+    page.get_by_test_id("play").click()
+    wait(page, f"{STORE}.ended", timeout_s=60)
+    assert server.debug()["simulations"] == 1  # the page's first load; the replay was not simulated
+    assert js(page, f"{STORE}.kernels.length") == sum(1 for e in recorded if e["kind"] == "kernel")
+    assert js(page, f"{STORE}.chunks.length") == sum(1 for e in recorded if e["kind"] == "chunk")
+    assert page.page_errors == []

@@ -259,3 +259,22 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+# -- headless Chromium (Debian's build, as in tests/browser: Playwright's own download does not work here) ---------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run"]
+
+
+def js(page: Any, expr: str) -> Any:
+    """Evaluated over the devtools protocol, so the page's CSP (no eval) does not block it."""
+    return page.evaluate(f"() => ({expr})")
+
+
+def wait(page: Any, expr: str, timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := js(page, expr):
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {expr}")
