@@ -10,6 +10,8 @@ Both shapes keep the block-table walk on its two sequential patterns (see walk.p
 
 from __future__ import annotations
 
+import numpy as np
+
 from layerscope.runtime.kv.allocator import EVICTED, KVAllocator, Migration, Phase
 
 
@@ -70,13 +72,13 @@ class BankAwareAllocator(KVAllocator):
 
     def _foreign_slot(self, bank: int, owner: str) -> int | None:
         """Lowest slot of `bank` held by another owner (not a hint: reservations stay put)."""
-        for slot in range(self.pool.pages_per_bank):
-            oid = int(self.pool.owner[bank, slot])
-            if oid >= 0:
-                name = self.pool.owner_name(oid)
-                if name != owner and not name.startswith("hint:"):
-                    return slot
-        return None
+        row = self.pool.owner[bank]
+        keep = [self.pool.owner_id(owner)] + [self.pool.owner_id(n) for n in self.hints_names()]
+        foreign = np.flatnonzero((row >= 0) & ~np.isin(row, keep))
+        return int(foreign[0]) if foreign.size else None
+
+    def hints_names(self) -> list[str]:
+        return [f"hint:{o}" for o in self.hints]
 
     def _move_out(self, bank: int, slot: int) -> Migration | None:
         """Migrate the page at (bank, slot) to the nearest other bank with a free slot."""
