@@ -31,6 +31,7 @@ from typing import Any
 import websockets
 
 ROOT = Path(__file__).resolve().parents[1]
+COMPRESSION: str | None = "deflate"  # what browsers negotiate
 PLAY_SECONDS = 20.0  # Settings.play_seconds of `layerscope serve`: a run lasts this long at speed 1
 
 
@@ -57,7 +58,7 @@ def start_server(port: int) -> subprocess.Popen[bytes]:
 async def viewer(url: str, scenario: str, speed: float) -> dict[str, Any]:
     frames = events = 0
     delays: list[float] = []
-    async with websockets.connect(url, proxy=None, max_size=64 * 2**20) as ws:
+    async with websockets.connect(url, proxy=None, max_size=64 * 2**20, compression=COMPRESSION) as ws:
         await ws.send(json.dumps({"type": "load", "scenario": scenario}))
         while json.loads(await ws.recv())["type"] != "loaded":
             pass
@@ -104,13 +105,17 @@ def main() -> None:
     ap.add_argument("--scenario", default="long-context-128k")
     ap.add_argument("--play-s", type=float, default=4.0, help="wall seconds of the playback measure")
     ap.add_argument("--viewers", type=int, nargs="+", default=[1, 50])
+    ap.add_argument("--compression", choices=["deflate", "none"], default="deflate", help="permessage-deflate or not")
     args = ap.parse_args()
+    global COMPRESSION
+    COMPRESSION = None if args.compression == "none" else args.compression
     port = free_port()
     proc = start_server(port)
     try:
         url = f"ws://127.0.0.1:{port}/ws"
         asyncio.run(crowd(url, args.scenario, 1e6, 1))  # warm: the run is simulated once and cached
         out: dict[str, Any] = {"bench": "streaming", "scenario": args.scenario, "play_s": args.play_s}
+        out["compression"] = args.compression
         for n in args.viewers:
             out[f"viewers_{n}"] = measure(url, args.scenario, n, args.play_s)
         out["cpus"] = os.cpu_count()
