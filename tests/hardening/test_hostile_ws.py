@@ -244,6 +244,10 @@ def test_real_socket_hostile_messages_then_a_valid_play(server: ServerProcess) -
         raw.close()
     log = server.log.read_text()
     assert "Traceback" not in log
+    # `serve` logs each refused command once, in one line, naming the problem
+    client_errors = [line for line in log.splitlines() if "client error:" in line]
+    assert len(client_errors) == 3, log
+    assert "invalid JSON" in client_errors[0] and "binary" in client_errors[1] and "limit" in client_errors[2]
 
 
 def test_real_socket_frame_above_the_transport_limit_is_closed_1009(server: ServerProcess) -> None:

@@ -49,9 +49,8 @@ class ServerProcess:
 
     def start(self, timeout_s: float = 30.0) -> None:
         cmd = [sys.executable, "-m", "layerscope", "serve", "--port", str(self.port), *self.args]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, env=env)
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"server exited: {self.log.read_text()[-2000:]}"

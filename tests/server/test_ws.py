@@ -276,3 +276,22 @@ def test_sessions_counted_and_released(client: TestClient) -> None:
         "simulations": 1,
         "cached_runs": 1,
     }
+
+
+def test_viewers_beyond_max_sessions_are_told_and_closed(presets_dir: Any) -> None:
+    from fakesim import fake_simulate
+
+    from layerscope.server.app import create_app
+    from layerscope.server.settings import Settings
+
+    app = create_app(Settings(max_sessions=2), simulate=fake_simulate)
+    with TestClient(app) as c, c.websocket_connect("/ws") as first, c.websocket_connect("/ws") as second:
+        with c.websocket_connect("/ws") as third:
+            refused = third.receive_json()
+            assert refused["type"] == "error" and "server full" in refused["message"]
+            with pytest.raises(WebSocketDisconnect) as closed:
+                third.receive_json()
+            assert closed.value.code == 1013
+        for ws in (first, second):  # the two admitted viewers keep working
+            assert load(ws, scenario="two-chunks")["type"] == "loaded"
+        assert c.get("/api/debug/sessions").json()["sessions"] == 2

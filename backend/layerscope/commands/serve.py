@@ -13,6 +13,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     p.add_argument("--scenario", default=None, help="preset the page opens with (default: the first preset)")
+    p.add_argument("--max-viewers", type=int, default=None, help="websocket viewers at once (default 256)")
+    p.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="LayerScope's own log (refused origins, bad commands, dropped clients); default info",
+    )
     p.add_argument(
         "--allow-origin",
         action="append",
@@ -23,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import logging
+
     import uvicorn
 
     from layerscope.protocol import MAX_REPLAY_BYTES
@@ -32,8 +39,14 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario is not None:
         scn.load_preset(args.scenario)  # fail now, in one line, rather than in the browser
     settings = Settings.from_env(
-        host=args.host, port=args.port, default_scenario=args.scenario, allowed_origins=args.allow_origin
+        host=args.host,
+        port=args.port,
+        default_scenario=args.scenario,
+        allowed_origins=args.allow_origin,
+        max_sessions=args.max_viewers,
     )
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("layerscope").setLevel(args.log_level.upper())
     print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)
     # Frames above MAX_REPLAY_BYTES (a recorded run to replay) are closed by uvicorn with 1009 before parsing.
     uvicorn.run(

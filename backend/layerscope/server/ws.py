@@ -42,6 +42,11 @@ async def websocket_endpoint(ws: WebSocket) -> None:
         await ws.close(code=1008, reason="origin not allowed")
         return
     await ws.accept()
+    if live.sessions >= settings.max_sessions:
+        log.warning("refused websocket: %d viewers already (max_sessions)", live.sessions)
+        await ws.send_json({"type": "error", "message": f"server full: {settings.max_sessions} viewers at once"})
+        await ws.close(code=1013, reason="server full, try again later")
+        return
     session = Session(runs, settings)
     live.sessions += 1
     live.open.add(session)
