@@ -182,3 +182,11 @@ def test_allocator_pair_fills_the_22ms_row_from_the_naive_run() -> None:
     rows = _simulated("allocator-off-long-context")
     assert rows["decode_no_allocator"]["simulated"] is not None
     assert rows["decode_no_allocator"]["simulated"] > rows["decode_step"]["simulated"]
+
+
+def test_switch_over_row_is_not_exercised_by_a_runtime_without_one() -> None:
+    rows = _simulated("real-qwen3-235b-h200")  # vllm: no quantization context switch to pay
+    assert rows["first_step_overhead"]["simulated"] is None
+    assert rows["first_step_overhead"]["verdict"] == NOT_EXERCISED
+    article = _simulated("decode-pulses")
+    assert article["first_step_overhead"]["simulated"] > 0

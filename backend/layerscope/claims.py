@@ -215,9 +215,14 @@ def _m_no_allocator(run: _Run) -> Measured:
 
 
 def _m_first_step(run: _Run) -> Measured:
+    from layerscope.model.config import preset
+    from layerscope.runtime.plan import get_runtime
+
     later = run.later_steps_ms()
     if not run.steps or run.steps[0].step != 0 or not later:
         return Measured(None)
+    if not get_runtime(run.spec.runtime).switch_over(preset(run.spec.model)):
+        return Measured(None)  # a runtime with no switch-over (vllm): the first step differs only by noise
     first = run.steps[0].model_latency_us / 1e3
     extra = first - statistics.median(later)
     return Measured(extra, f"first step {first:.2f} ms vs median {statistics.median(later):.2f} ms")
