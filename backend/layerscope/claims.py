@@ -275,9 +275,11 @@ def _m_page_size(run: _Run) -> Measured:
     if not gaps:
         return Measured(None)
     kv = preset(run.spec.model).kv_bytes_per_token_per_layer() * run.spec.effective_page_size
+    chosen = f"this run sets page_size={run.spec.page_size}; " if run.spec.page_size is not None else ""
     return Measured(
         float(statistics.median(gaps)),
-        f"{len(seq_decode)} new pages in {len(run.steps)} decode steps; one page = {kv / 1024:.0f} KiB per layer",
+        f"{chosen}{len(seq_decode)} new pages in {len(run.steps)} decode steps; "
+        f"one page = {kv / 1024:.0f} KiB per layer",
     )
 
 
