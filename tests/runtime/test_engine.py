@@ -2,9 +2,11 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from layerscope.events import event_json, parse_event
-from layerscope.runtime.engine import simulate
+from layerscope.runtime.engine import _Engine, simulate
 from layerscope.scenario import ScenarioSpec
 
 QWEN = dict(model="qwen3-235b-a22b", runtime="vllm", gpu="h100-sxm")
@@ -127,3 +129,33 @@ def test_a_pool_too_small_is_a_one_line_error() -> None:
                                  low_mem_chunk_size=4096)
     with pytest.raises(ValueError, match="cannot hold"):
         simulate(chunk_too_big)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    runtime=st.sampled_from(["article", "vllm"]),
+    prompt_len=st.sampled_from([1, 17, 300, 5000]),
+    decode_steps=st.sampled_from([0, 3, 20]),
+    page_size=st.sampled_from([7, 16, 256]),
+    banks=st.sampled_from([1, 3, 32]),
+    allocator=st.sampled_from(["bank_aware", "naive"]),
+    fragmentation=st.sampled_from([0.0, 0.5, 0.9]),
+    hint=st.booleans(),
+    faults=st.lists(st.sampled_from([{"kind": "stale_chunk_metadata", "at_chunk": 1, "count": 50},
+                                     {"kind": "chunk_scheduler_disabled"},
+                                     {"kind": "memory_contention", "at_step": 1, "rate": 0.5, "count": 3}]),
+                    max_size=2),
+    actions=st.lists(st.sampled_from([{"do": "compact", "at_step": 1}, {"do": "validate", "at_chunk": 0},
+                                      {"do": "pressure", "at_step": 2, "amount_gib": 50},
+                                      {"do": "release", "at_step": 2, "amount_gib": 10}]), max_size=3),
+)
+def test_any_valid_scenario_runs_and_keeps_the_pool_consistent(**kw) -> None:  # noqa: ANN003
+    spec = ScenarioSpec(model="qwen3-30b-a3b", gpu="h100-sxm", free_hbm_gib=40, runtime=kw["runtime"],
+                        prompt_len=kw["prompt_len"], decode_steps=kw["decode_steps"], page_size=kw["page_size"],
+                        banks=kw["banks"], allocator=kw["allocator"], fragmentation=kw["fragmentation"],
+                        decode_page_hint=kw["hint"], faults=kw["faults"], actions=kw["actions"])
+    engine = _Engine(spec, None)
+    r = engine.run()
+    engine.kv.allocator.check()
+    assert r.events[-1].kind == "summary"
+    assert len([e for e in r.events if e.kind == "decode_step"]) == spec.decode_steps

@@ -111,8 +111,9 @@ def test_fragmentation_fails_an_allocation_while_memory_is_ample_then_compaction
 
 
 def test_stale_pages_and_flip_bits() -> None:
-    assert stale_pages([16, 17, 18], 16, count=2) == {16: 0, 17: 1}
-    assert stale_pages([0, 1], 2, count=5) == {0: 1, 1: 2}
+    assert stale_pages([16, 17, 18], 16, count=2, num_pages=19) == {16: 0, 17: 1}
+    assert stale_pages([0, 1], 2, count=5, num_pages=3) == {0: 1, 1: 2}
+    assert stale_pages([0], 1, count=1, num_pages=1) == {}  # a one-page prompt has no neighbour to go stale to
     w = np.full(8, 0.5, dtype=np.float32)
     n = flip_bits(w, count=3, rate=0.0, rng=np.random.default_rng(0), bits=(30,))
     assert n == 3 and np.count_nonzero(w != 0.5) == 3 and np.all(np.abs(w[w != 0.5]) > 1e37)

@@ -347,9 +347,13 @@ class _Engine:
             self._alloc_fail(SEQ, n, False, "the pool has no free page: evicting the oldest pages")
             self._evict(n - self.kv.pool.num_free, reason_step=step)
             grant = alloc.allocate(SEQ, n, phase)  # type: ignore[arg-type]
-            if grant is None:
+            if grant is None and n > self.kv.pool.num_pages:
                 raise ValueError(f"the KV pool ({self.kv.pool.num_pages} pages) cannot hold {n} more pages "
-                                 f"even after eviction: raise free_hbm_gib or page_size")
+                                 f"even when empty: raise free_hbm_gib or page_size, or lower chunk_size")
+            if grant is None:  # others hold the pool: the new pages live in host memory, re-fetched every step
+                logical = alloc.spill(SEQ, n)
+                self._alloc_fail(SEQ, n, False, f"nothing left to evict: pages {logical} spill to host memory")
+                return []
         self._version += 1
         for m in grant.migrations:
             self._emit_migration(m)
@@ -531,11 +535,11 @@ class _Engine:
         state.injected, state.chunk, state.step = True, chunk, step
         detail = f.kind
         if f.kind == "stale_chunk_metadata":
-            per_chunk = len(chunk_pages or [])
-            self.stale.update(stale_pages(chunk_pages or [], per_chunk, f.count))
-            self._version += 1
             table = self.kv.allocator.table(SEQ)
-            state.banks = sorted({table[src][0] for src in self.stale.values()})
+            pages = chunk_pages or []
+            self.stale.update(stale_pages(pages, len(pages), f.count, len(table)))
+            self._version += 1
+            state.banks = sorted({table[src][0] for src in self.stale.values() if table[src][0] != EVICTED})
             detail = f"{len(self.stale)} pages of chunk {chunk} keep the previous chunk's slots in decode's map"
             if self.shadow is not None:
                 self.shadow.corrupt_map(self.shadow.scaled_tokens(self.stats.chunk_sizes[-1]) // self.shadow.page,

@@ -83,13 +83,13 @@ class FaultPlan:
 
 
 # -- what the faults do to data -----------------------------------------------------------------
-def stale_pages(chunk_pages: list[int], pages_per_chunk: int, count: int) -> dict[int, int]:
+def stale_pages(chunk_pages: list[int], pages_per_chunk: int, count: int, num_pages: int) -> dict[int, int]:
     """logical page -> the logical page whose slot a stale map sends it to (the previous chunk's, or the next
-    page for chunk 0)."""
+    page for chunk 0); pages with no such neighbour among the `num_pages` allocated are left alone."""
     out: dict[int, int] = {}
     for p in chunk_pages[:count]:
         src = p - pages_per_chunk if p >= pages_per_chunk else p + 1
-        if src != p and src >= 0:
+        if src != p and 0 <= src < num_pages:
             out[p] = src
     return out
 

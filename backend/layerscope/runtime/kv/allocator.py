@@ -148,6 +148,14 @@ class KVAllocator(ABC):
         self.num_evicted[owner] = self.num_evicted.get(owner, 0) + len(out)
         return out
 
+    def spill(self, owner: str, n: int) -> list[int]:
+        """Append `n` pages that have no slot (they live in host memory, evicted from the start)."""
+        table = self.table(owner)
+        first = len(table)
+        table.extend([(EVICTED, EVICTED)] * n)
+        self.num_evicted[owner] = self.num_evicted.get(owner, 0) + n
+        return list(range(first, first + n))
+
     def restore(self, owner: str, logical: int) -> tuple[int, int] | None:
         """Bring an evicted page back into the first free slot anywhere; None while the pool is full."""
         table = self.table(owner)
