@@ -25,12 +25,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_wheel_ships_frontend_and_scenarios(wheel: Path) -> None:
-    names = zipfile.ZipFile(wheel).namelist()
+    zf = zipfile.ZipFile(wheel)
+    names = zf.namelist()
     assert "layerscope/frontend/templates/index.html" in names
     assert any(n.startswith("layerscope/frontend/static/js/") for n in names)
     shipped = {Path(n).stem for n in names if n.startswith("layerscope/scenarios/") and n.endswith(".yaml")}
     assert shipped == {p.stem for p in (REPO / "scenarios").glob("*.yaml")}
-    assert any(n.endswith("entry_points.txt") for n in names)
+    (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
+    assert "layerscope = layerscope.cli:main" in zf.read(entry_points).decode()  # the console script
 
 
 def test_installed_wheel_finds_its_assets_outside_the_repo(wheel: Path, tmp_path: Path) -> None:

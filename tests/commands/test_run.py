@@ -68,3 +68,30 @@ def test_sweep_prints_a_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sweep", "prefill-8k-chunked", "--chunk-sizes", "2048,4096"]) == 0
     out = capsys.readouterr().out
     assert "tokens/s" in out and "<- best" in out and len(out.splitlines()) == 4
+
+
+def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """stderr a pseudo-terminal: the bar is drawn in place and ends at 100%."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    main_fd, tty_fd = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "layerscope", "run", "decode-pulses"], stderr=tty_fd,
+                          stdout=subprocess.PIPE, text=True, timeout=120)
+    os.close(tty_fd)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(main_fd)
+    assert proc.returncode == 0 and "decode-pulses" in proc.stdout
+    frames = [f for f in drawn.decode().split("\r") if f.strip()]  # the terminal turns "\n" into "\r\n"
+    assert len(frames) > 2 and frames[0].startswith("decode-pulses [")
+    assert frames[-1].strip().endswith("100%") and "#" * 30 in frames[-1]
