@@ -51,7 +51,7 @@ from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_b
 from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
-from layerscope.runtime.kv.manager import NEVER_WRITTEN, SEQ, KVManager
+from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
 from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
 from layerscope.runtime.plan import ACT_BYTES, get_runtime
 from layerscope.runtime.shadow import NumericShadow, ShadowResult
@@ -101,6 +101,8 @@ class _Stats:
     migrated_bytes: float = 0.0
     evictions: int = 0
     refetched_pages: int = 0
+    partial_evictions: int = 0
+    repaired_pages: int = 0
     alloc_failures: int = 0
     compactions: int = 0
     over_sla: int = 0
@@ -144,6 +146,9 @@ class _Engine:
         self.t = 0.0
         self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
         self.stale: dict[int, int] = {}  # decode address map corruption: logical -> logical whose slot it reads
+        self._chunk_pages: list[range] = []  # full-size logical pages each prefill chunk wrote
+        self._in_flight: set[int] = set()  # pages of the chunk between its KV write and its barrier
+        self._lost: list[tuple[int, int, int]] = []  # (logical, bank, slot) evicted while in flight
         self.hint_pending = False
         self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
         self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
@@ -229,7 +234,7 @@ class _Engine:
         for state in self.faults.states:
             if self.faults.strikes_at_chunk(state, c, num_chunks) and state.spec.kind != "stale_chunk_metadata":
                 self._inject(state, chunk=c)
-        self._actions(chunk=c)
+        self._actions(chunk=c, pressure=False)
         first_page = d.token_start // self.page_size
         need = (d.token_end - 1) // self.page_size + 1 - len(self.kv.allocator.table(SEQ))
         self._allocate(need, "prefill", chunk=c)
@@ -244,6 +249,7 @@ class _Engine:
             expected = sum(self._cost(k, CostEnv(hbm_bw_scale=path)).time_us for k in kernels)
             self._detect_slow_chunk(c, end - t_start, expected)
         logical = range(d.token_start // self.page_size, (d.token_end - 1) // self.page_size + 1)
+        self._chunk_pages.append(logical)
         self.kv.record_writes(logical, remapped=d.remapped, chunk_first_page=first_page)
         self._emit(ChunkEvent(t_us=t_start, chunk=c, token_start=d.token_start, token_end=d.token_end,
                               chunk_size=d.chunk_size, reason=d.reason, pages=list(d.pages), barrier_us=end))
@@ -253,9 +259,51 @@ class _Engine:
         self._experts("prefill", d.num_tokens, chunk=c, at=t_start, counts=r.expert_counts if r else None)
         if r is not None:
             self._numerics(r, "prefill", chunk=c)
+        self._in_flight = set(logical)  # KV written, barrier not yet passed: pressure strikes here
+        self._actions(chunk=c, pressure=True)
+        self._barrier(c)
         for state in self.faults.of("stale_chunk_metadata"):  # the chunk is done; its stale map stays behind
             if self.faults.strikes_at_chunk(state, c, num_chunks):
                 self._inject(state, chunk=c, chunk_pages=list(logical))
+
+    def _barrier(self, c: int) -> None:
+        """The chunk's barrier publishes its address remap: the (bank, slot) of every page it wrote, as taken
+        when the chunk was launched.
+
+        Partial eviction. Evicting a page is three steps: copy it to host memory, give its slot back to the pool,
+        invalidate its map entry. Under pressure the first two happen at once (the other tenant is waiting and
+        writes the slot right away), but a page of a chunk still in flight has its entry re-written by that
+        chunk's barrier from the older copy: a lost update. The page is half evicted, in host memory while the
+        map still sends decode to a slot that now holds the tenant's data. Pages of finished chunks, whose
+        entries were published earlier, are evicted cleanly (entry invalidated, re-fetched when needed).
+        """
+        lost, self._lost, self._in_flight = self._lost, [], set()
+        if not lost:
+            return
+        for p, b, s in lost:
+            self.kv.allocator.republish(SEQ, p, b, s)
+        self._version += 1
+        self.stats.partial_evictions += len(lost)
+        banks = sorted({b for _, b, _ in lost})
+        if self.shadow is not None:  # the tenant's writes land on the scaled pages of the same logical pages
+            written = [p for p, b, s in lost if self.kv.content[b, s] == FOREIGN]
+            self.shadow.overwrite_pages(self._scaled_pages(written))
+        self._emit(FaultEvent(t_us=self.t, fault="partial_eviction", action="injected", banks=banks, chunk=c,
+                              detail=f"pages {[p for p, _, _ in lost]} evicted while chunk {c} was in flight: "
+                                     "their slots went to the other tenant, its barrier re-published the old map"))
+
+    def _scaled_pages(self, pages: list[int]) -> list[int]:
+        """The scaled run's pages holding the same tokens as these full-size prefill pages."""
+        assert self.shadow is not None
+        out: set[int] = set()
+        for p in pages:
+            c = next(i for i, full in enumerate(self._chunk_pages) if p in full)
+            full, scaled = self._chunk_pages[c], self.shadow.chunk_pages[c]
+            i = p - full.start
+            lo = scaled.start + i * len(scaled) // len(full)
+            hi = max(lo + 1, scaled.start + (i + 1) * len(scaled) // len(full))
+            out.update(range(lo, min(hi, scaled.stop)))
+        return sorted(out)
 
     # == decode ===================================================================================
     def _decode(self) -> None:
@@ -388,8 +436,10 @@ class _Engine:
     def _evict(self, n: int, reason_step: int | None = None) -> list[tuple[int, int, int]]:
         out = self.kv.allocator.evict(SEQ, n)
         if out:
-            for _, b, s in out:
+            for p, b, s in out:
                 self.kv.content[b, s] = NEVER_WRITTEN
+                if p in self._in_flight:
+                    self._lost.append((p, b, s))
             self._version += 1
             self.stats.evictions += len(out)
             self._emit(PageEvictEvent(t_us=self.t, owner=SEQ, logical=[p for p, _, _ in out],
@@ -397,7 +447,7 @@ class _Engine:
                                       bytes=len(out) * self.kv.page_bytes))
         return out
 
-    def _refetch(self, step: int) -> tuple[int, float]:
+    def _refetch(self, step: int | None) -> tuple[int, float]:
         """Evicted pages this step must read come over the host link; restored when the pool has room."""
         evicted = self.kv.allocator.evicted(SEQ)
         if not evicted:
@@ -440,9 +490,12 @@ class _Engine:
         return breaks
 
     # == actions ==================================================================================
-    def _actions(self, chunk: int | None = None, step: int | None = None) -> None:
+    def _actions(self, chunk: int | None = None, step: int | None = None, pressure: bool | None = None) -> None:
+        """Actions due now. At a chunk, `pressure` actions strike while the chunk is in flight (after its KV
+        write, before its barrier: pressure=True); the others at its start (pressure=False)."""
         for a in self.spec.actions:
-            if (chunk is not None and a.at_chunk == chunk and a.at_step is None) or (
+            if (chunk is not None and a.at_chunk == chunk and a.at_step is None
+                    and (pressure is None or (a.do == "pressure") == pressure)) or (
                 step is not None and a.at_step == step
             ):
                 self._action(a, step)
@@ -455,7 +508,7 @@ class _Engine:
         elif a.do == "release":
             self._release(a.amount_gib)
         else:
-            self._validate()
+            self._validate(in_decode=step is not None)
 
     def _compact(self) -> None:
         pool, alloc = self.kv.pool, self.kv.allocator
@@ -483,6 +536,7 @@ class _Engine:
             pool.take("pressure", where[0], where[1], len(taken_b))
             taken_b.append(where[0])
             taken_s.append(where[1])
+        self.kv.foreign(taken_b, taken_s)
         self._emit(PageAllocEvent(t_us=self.t, owner="pressure", phase="decode" if step is not None else "prefill",
                                   logical=list(range(len(taken_b))), banks=taken_b, slots=taken_s))
         self._snapshot(activation=0.0, banks=True)
@@ -504,7 +558,7 @@ class _Engine:
         self._snapshot(activation=0.0, banks=True)
 
     # == validation ===============================================================================
-    def _validate(self) -> None:
+    def _validate(self, in_decode: bool = False) -> None:
         got, want = self.kv.metadata_crc(self.decode_map())
         bad = [b for b, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
         self._emit(CrcEvent(t_us=self.t, checked_banks=self.spec.banks, bad_banks=bad, source="metadata"))
@@ -514,6 +568,7 @@ class _Engine:
             self._emit(CrcEvent(t_us=self.t, checked_banks=len(faulty), bad_banks=np_bad, source="numpy"))
             bad = sorted(set(bad) | set(np_bad))
         self.stats.crc_bad_banks |= set(bad)
+        self._repair(bad, in_decode)
         for state in self.faults.states:
             if not state.injected or state.detected:
                 continue
@@ -527,6 +582,29 @@ class _Engine:
                 self._version += 1
                 self._emit(FaultEvent(t_us=self.t, fault=state.spec.kind, action="recovered",
                                       detail="address map rebuilt from the page pool's records"))
+
+    def _repair(self, bad: list[int], in_decode: bool) -> None:
+        """Entries in failing banks whose slot the pool records as another owner's (or another page's) are
+        partially evicted pages: invalidate them, so they are re-fetched from host memory (now, or in this
+        decode step's re-fetch)."""
+        damaged = self.kv.allocator.damaged(SEQ, bad) if bad else []
+        if not damaged:
+            return
+        table = self.kv.allocator.table(SEQ)
+        banks = sorted({table[p][0] for p in damaged})
+        self._emit(FaultEvent(t_us=self.t, fault="partial_eviction", action="detected", banks=banks,
+                              detail=f"CRC32 mismatch in banks {banks}: map entries of pages {damaged} point at "
+                                     "slots the pool gave to another tenant"))
+        self.kv.allocator.invalidate(SEQ, damaged)
+        self._version += 1
+        self.stats.repaired_pages += len(damaged)
+        if self.shadow is not None:
+            self.shadow.restore_pages(self._scaled_pages(damaged))
+        if not in_decode:
+            self._refetch(None)
+        self._emit(FaultEvent(t_us=self.t, fault="partial_eviction", action="recovered", banks=banks,
+                              detail=f"entries of pages {damaged} invalidated; the pages are re-fetched from host "
+                                     "memory into free slots"))
 
     # == faults ===================================================================================
     def _inject(self, state: FaultState, chunk: int | None = None, step: int | None = None,

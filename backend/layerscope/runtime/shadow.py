@@ -7,7 +7,8 @@ f = SCALED_PROMPT / prompt_len (at most 1) and P = SCALED_PAGE tokens per scaled
 whole pages and a chunk writing "over" another chunk is a page-level event, as at full size.
 
 Both runs see the same inputs (drawn once from the spec's seed); what differs is only what the faults do:
-pages overwritten (no address remap), a stale address map, flipped bits in the weights. The article runtime's
+pages overwritten (no address remap), a stale address map, flipped bits in the weights, another tenant's data
+in the slots of partially evicted pages. The article runtime's
 path is the 2-bit group-quantized layer (model/numerics.py); its packed storage is what ECC flips hit.
 """
 
@@ -80,6 +81,8 @@ class NumericShadow:
         self.forked = False
         self.scale = min(1.0, SCALED_PROMPT / prompt_len)
         self.rng = np.random.default_rng(seed + 7919)
+        self.tenant_rng = np.random.default_rng(seed + 15_485_863)  # the other tenant's data (not the inputs)
+        self.chunk_pages: list[range] = []  # scaled logical pages each prefill chunk wrote
         self.pos = 0
         self.page = SCALED_PAGE
 
@@ -103,7 +106,11 @@ class NumericShadow:
             self.fork()
         base = self.cache_faulty.num_pages
         self.cache_faulty.skip_from_page = base if skip_remap else None
-        return self._run(t)
+        first = self.cache_clean.num_pages if self.cache_clean.num_tokens % self.page == 0 else (
+            self.cache_clean.num_pages - 1)
+        out = self._run(t)
+        self.chunk_pages.append(range(first, self.cache_clean.num_pages))
+        return out
 
     def decode_step(self) -> ShadowResult:
         self.cache_faulty.skip_from_page = None
@@ -135,6 +142,29 @@ class NumericShadow:
             self.cache_faulty.set_block_table_entry(p, *table[src])
             banks.append(table[src][0])
         return banks
+
+    def overwrite_pages(self, pages: list[int]) -> list[int]:
+        """Another tenant writes its own data into the slots these pages' map entries point at (faulty run
+        only); returns the banks it hit."""
+        if not pages:
+            return []
+        self.fork()
+        cache = self.cache_faulty
+        banks: list[int] = []
+        for p in pages:
+            b, s = cache.block_table[p]
+            cache.k[b, s] = self.tenant_rng.standard_normal(cache.k.shape[2:], dtype=np.float32)  # (page, n_kv, hd)
+            cache.v[b, s] = self.tenant_rng.standard_normal(cache.v.shape[2:], dtype=np.float32)
+            banks.append(b)
+        return sorted(set(banks))
+
+    def restore_pages(self, pages: list[int]) -> None:
+        """Re-fetch these pages from host memory (the copy made when they were evicted: the clean run's data)."""
+        for p in pages:
+            b, s = self.cache_faulty.block_table[p]
+            cb, cs = self.cache_clean.block_table[p]
+            self.cache_faulty.k[b, s] = self.cache_clean.k[cb, cs]  # (page, n_kv, hd)
+            self.cache_faulty.v[b, s] = self.cache_clean.v[cb, cs]
 
     def flip_weights(self, count: int, rate: float, rng: np.random.Generator) -> int:
         """Flip exponent bits of the attention projections' stored words (fp16 scale/zero when quantized)."""

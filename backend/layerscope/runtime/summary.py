@@ -50,6 +50,8 @@ def summarize(engine: _Engine) -> dict[str, float | int | bool | str]:
         "migrated_gib": _r(s.migrated_bytes / GIB),
         "evictions": s.evictions,
         "refetched_pages": s.refetched_pages,
+        "partial_evictions": s.partial_evictions,
+        "repaired_pages": s.repaired_pages,
         "alloc_failures": s.alloc_failures,
         "compactions": s.compactions,
         "over_sla_steps": s.over_sla,

@@ -5,8 +5,10 @@
           bank_aware.py / naive.py decide where the next page of a sequence goes (`_place`)
 
 A block table maps an owner's logical page to (bank, slot); an evicted page is (EVICTED, EVICTED) until it
-is restored. Page bytes are those of the whole model (K and V of every layer for page_size tokens): a
-migration, eviction or re-fetch moves all layers of a page at once.
+is restored. A *partially evicted* page (see `republish`) is one whose slot went back to the pool while its
+entry still points there: the slot's content is someone else's until a validation pass finds and invalidates it.
+Page bytes are those of the whole model (K and V of every layer for page_size tokens): a migration, eviction or
+re-fetch moves all layers of a page at once.
 """
 
 from __future__ import annotations
@@ -137,16 +139,45 @@ class KVAllocator(ABC):
         """Evict up to `n` of `owner`'s resident pages, oldest first; returns (logical, bank, slot) of each."""
         table = self.table(owner)
         out: list[tuple[int, int, int]] = []
+        oid = self.pool.owner_id(owner)
         for logical, (bank, slot) in enumerate(table):
             if len(out) == n:
                 break
-            if bank == EVICTED:
-                continue
+            if bank == EVICTED or not self.holds(oid, logical, bank, slot):
+                continue  # evicted already, or a partially evicted entry: the slot is not ours to free
             self.pool.release(bank, slot)
             table[logical] = (EVICTED, EVICTED)
             out.append((logical, bank, slot))
         self.num_evicted[owner] = self.num_evicted.get(owner, 0) + len(out)
         return out
+
+    def holds(self, oid: int, logical: int, bank: int, slot: int) -> bool:
+        """The pool's record agrees that (bank, slot) holds the owner's page `logical`."""
+        return bool(self.pool.owner[bank, slot] == oid and self.pool.logical[bank, slot] == logical)
+
+    def republish(self, owner: str, logical: int, bank: int, slot: int) -> None:
+        """A lost update: an evicted page's entry is written back to its old slot (which the pool already gave
+        away) by a writer holding an older copy of the map. The page stays in host memory; the map lies."""
+        table = self.table(owner)
+        if table[logical][0] != EVICTED:
+            raise ValueError(f"{owner} page {logical} is not evicted")
+        table[logical] = (bank, slot)
+        self.num_evicted[owner] -= 1
+
+    def invalidate(self, owner: str, logicals: list[int]) -> None:
+        """Mark entries evicted (their data lives in host memory), repairing a map that points at lost slots."""
+        table = self.table(owner)
+        for p in logicals:
+            if table[p][0] != EVICTED:
+                table[p] = (EVICTED, EVICTED)
+                self.num_evicted[owner] = self.num_evicted.get(owner, 0) + 1
+
+    def damaged(self, owner: str, banks: list[int] | None = None) -> list[int]:
+        """Entries (in `banks`, or anywhere) whose slot the pool records as someone else's or another page's."""
+        oid = self.pool.owner_id(owner)
+        want = None if banks is None else set(banks)
+        return [p for p, (b, s) in enumerate(self.table(owner))
+                if b != EVICTED and (want is None or b in want) and not self.holds(oid, p, b, s)]
 
     def spill(self, owner: str, n: int) -> list[int]:
         """Append `n` pages that have no slot (they live in host memory, evicted from the start)."""

@@ -7,7 +7,9 @@ Bytes are the whole model's (all `num_hidden_layers` layers): one page holds its
 layer, so migrating, evicting or re-fetching a page moves all layers at once.
 
 The write record (`content[bank, slot]` = which logical page's data the slot really holds) is what the
-validation pass checks the address map against when numerics are off (the "metadata" checksum).
+validation pass checks the address map against when numerics are off (the "metadata" checksum). Another
+tenant's data in a slot is recorded as FOREIGN; a slot the map claims for two pages is a CONFLICT (it can
+hold at most one of them), so both show up as mismatches in the slot's bank.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from layerscope.runtime.kv.naive import NaiveAllocator
 
 GIB = 1024**3
 NEVER_WRITTEN = -2
+FOREIGN = -3  # another tenant wrote this slot
+CONFLICT = -4  # the map claims this slot for more than one page
 POLICIES: dict[str, type[KVAllocator]] = {"bank_aware": BankAwareAllocator, "naive": NaiveAllocator}
 SEQ = "seq0"
 
@@ -95,6 +99,10 @@ class KVManager:
             if bank != EVICTED:
                 self.content[bank, slot] = p
 
+    def foreign(self, banks: list[int], slots: list[int]) -> None:
+        """Another tenant took these slots and wrote its own data there."""
+        self.content[banks, slots] = FOREIGN
+
     def moved(self, from_bank: int, from_slot: int, to_bank: int, to_slot: int) -> None:
         self.content[to_bank, to_slot] = self.content[from_bank, from_slot]
         self.content[from_bank, from_slot] = NEVER_WRITTEN
@@ -105,7 +113,7 @@ class KVManager:
         expected = np.full_like(self.content, NEVER_WRITTEN)
         for p, (b, s) in enumerate(table):
             if b != EVICTED:
-                expected[b, s] = p
+                expected[b, s] = p if expected[b, s] == NEVER_WRITTEN else CONFLICT
         held = self.content.copy()
         held[expected == NEVER_WRITTEN] = NEVER_WRITTEN  # only slots the map claims are compared
         got = [zlib.crc32(held[b].tobytes()) for b in range(banks)]
