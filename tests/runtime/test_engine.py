@@ -147,6 +147,7 @@ def test_a_pool_too_small_is_a_one_line_error() -> None:
                     max_size=2),
     actions=st.lists(st.sampled_from([{"do": "compact", "at_step": 1}, {"do": "validate", "at_chunk": 0},
                                       {"do": "pressure", "at_step": 2, "amount_gib": 50},
+                                      {"do": "pressure", "at_chunk": 0, "amount_gib": 30},
                                       {"do": "release", "at_step": 2, "amount_gib": 10}]), max_size=3),
 )
 def test_any_valid_scenario_runs_and_keeps_the_pool_consistent(**kw) -> None:  # noqa: ANN003
