@@ -24,3 +24,15 @@ def test_settings_from_env_and_overrides(monkeypatch: pytest.MonkeyPatch) -> Non
     s = Settings.from_env(port=9000, allowed_origins=None)
     assert s.allowed_origins == ["https://a.example", "https://b.example"] and s.port == 9000
     assert Settings.from_env(allowed_origins=["https://c.example"]).allowed_origins == ["https://c.example"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "deflate"), [([], False), (["--ws-compression"], True), (["--no-ws-compression"], False)]
+)
+def test_ws_compression_reaches_uvicorn(monkeypatch: pytest.MonkeyPatch, flag: list[str], deflate: bool) -> None:
+    import uvicorn
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
+    assert cli.main(["serve", "--port", "0", *flag]) == 0
+    assert seen["ws_per_message_deflate"] is deflate

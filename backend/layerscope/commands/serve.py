@@ -15,6 +15,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="preset the page opens with (default: the first preset)")
     p.add_argument("--max-viewers", type=int, default=None, help="websocket viewers at once (default 256)")
     p.add_argument(
+        "--ws-compression",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="permessage-deflate on websockets (default off: on a LAN it costs the server more CPU than it saves; "
+        "turn it on when viewers sit behind a slow link)",
+    )
+    p.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="LayerScope's own log (refused origins, bad commands, dropped clients); default info",
     )
@@ -44,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         default_scenario=args.scenario,
         allowed_origins=args.allow_origin,
         max_sessions=args.max_viewers,
+        ws_compression=args.ws_compression,
     )
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("layerscope").setLevel(args.log_level.upper())
@@ -54,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         ws_max_size=MAX_REPLAY_BYTES + 64 * 1024,
+        ws_per_message_deflate=settings.ws_compression,
         log_level="warning",
     )
     return 0

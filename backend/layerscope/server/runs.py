@@ -1,12 +1,14 @@
 """Simulated runs made ready for playback, and a small LRU cache of them shared by all clients.
 
 A run is simulated once per distinct spec (in a worker thread: it is CPU-bound) and its events are
-turned into JSON-ready dicts once, so fifty viewers of the same preset cost one simulation.
+turned into JSON-ready dicts once, each carrying its own JSON text, so fifty viewers of the same preset
+cost one simulation and one json.dumps per event (frames are built by joining those texts).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 from collections import OrderedDict
@@ -53,8 +55,23 @@ def _finite(v: Any) -> Any:
     return v
 
 
-def event_dict(event: BaseModel) -> dict[str, Any]:
-    return {k: _finite(v) for k, v in event.model_dump(mode="json").items()}
+class EncodedEvent(dict[str, Any]):
+    """An event as a JSON-ready dict that also holds its JSON text, made once per prepared run.
+
+    Equal to the plain dict (tests and merging see a dict); the sender joins `.text`s instead of
+    json.dumps-ing the same event again for every viewer and every frame. Never mutate one: the text
+    would go stale.
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__(data)
+        self.text = json.dumps(data, separators=(",", ":"))
+
+
+def event_dict(event: BaseModel) -> EncodedEvent:
+    return EncodedEvent({k: _finite(v) for k, v in event.model_dump(mode="json").items()})
 
 
 def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
@@ -84,7 +101,7 @@ def _end_us(e: dict[str, Any]) -> float:
 
 @dataclass(frozen=True)
 class PreparedRun:
-    """A run ready to stream: events as JSON-ready dicts sorted by time, plus what `loaded` says."""
+    """A run ready to stream: events as JSON-ready dicts (EncodedEvent) sorted by time, plus what `loaded` says."""
 
     spec: ScenarioSpec
     events: list[dict[str, Any]]

@@ -37,7 +37,7 @@ from layerscope.protocol import (
     StepCommand,
 )
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import PreparedRun, ReplayError, RunCache, replay_run
+from layerscope.server.runs import EncodedEvent, PreparedRun, ReplayError, RunCache, replay_run
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -278,12 +278,20 @@ class Session:
 
     # -- tasks ---------------------------------------------------------------------------
     async def ticker(self) -> None:
-        """Emit at most one frame per tick while playing; sleep on an event while paused."""
+        """Emit at most one frame per tick while playing; sleep on an event while paused.
+
+        Ticks sit on a fixed grid (each deadline is the previous one plus tick_s), so the period is tick_s
+        however long a tick's work takes; a ticker that fell more than a tick behind skips the missed ticks
+        rather than bursting to catch up (the playback clock is wall time, so nothing is lost by skipping).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time()
         while True:
             pb = self.playback
             if pb is None or not pb.playing:
                 self._wake.clear()
                 await self._wake.wait()
+                deadline = loop.time()
                 continue
             before = pb.t_us
             events = pb.advance(self._clock())
@@ -294,12 +302,31 @@ class Session:
                 self._send_end()
                 self._send_state()
                 continue
-            await asyncio.sleep(self.settings.tick_s)
+            deadline += self.settings.tick_s
+            now = loop.time()
+            if deadline < now - self.settings.tick_s:
+                deadline = now
+            await asyncio.sleep(deadline - now)
 
     async def sender(self, send_text: Callable[[str], Awaitable[None]]) -> None:
         while True:
             msg = await self.queue.get()
-            await send_text(json.dumps(msg, separators=(",", ":")))
+            await send_text(encode_message(msg))
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def encode_message(msg: Message) -> str:
+    """The JSON text of a message. A frame is assembled from its events' texts made once per run
+    (EncodedEvent.text), so no viewer re-encodes the same events; the result parses to exactly what
+    json.dumps(msg) would give."""
+    if msg["type"] != "frame":
+        return _dumps(msg)
+    head = {k: v for k, v in msg.items() if k != "events"}
+    events = ",".join(e.text if isinstance(e, EncodedEvent) else _dumps(e) for e in msg["events"])
+    return f'{_dumps(head)[:-1]},"events":[{events}]}}'
 
 
 def loaded_message(run: PreparedRun) -> Message:

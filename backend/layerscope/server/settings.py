@@ -24,6 +24,11 @@ class Settings(BaseModel):
     cache_events: int = Field(500_000, ge=1, description="events kept over all cached runs (LRU eviction)")
     max_concurrent_sims: int = Field(2, ge=1, description="simulations running at once (CPU-bound, in threads)")
     seek_snapshots: int = Field(1000, ge=2, description="mergeable snapshots per kind kept in a seek frame")
+    ws_compression: bool = Field(
+        False,
+        description="permessage-deflate on websockets: frames ~4x smaller on the wire, but deflating them per viewer "
+        "costs more CPU than everything else the server does (bench/README.md); worth it only on a slow link",
+    )
     max_sessions: int = Field(
         256, ge=1, le=100_000, description="websocket viewers at once; one more is told the server is full and closed"
     )
