@@ -297,7 +297,9 @@ class _Engine:
         assert self.shadow is not None
         out: set[int] = set()
         for p in pages:
-            c = next(i for i, full in enumerate(self._chunk_pages) if p in full)
+            c = next((i for i, full in enumerate(self._chunk_pages) if p in full), None)
+            if c is None or c >= len(self.shadow.chunk_pages):
+                continue  # not a prefill page: nothing of it in the scaled run's chunks
             full, scaled = self._chunk_pages[c], self.shadow.chunk_pages[c]
             i = p - full.start
             lo = scaled.start + i * len(scaled) // len(full)
