@@ -36,3 +36,13 @@ def test_ws_compression_reaches_uvicorn(monkeypatch: pytest.MonkeyPatch, flag: l
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
     assert cli.main(["serve", "--port", "0", *flag]) == 0
     assert seen["ws_per_message_deflate"] is deflate
+    assert (seen["ws"] != "auto") is deflate  # with compression: the protocol with a 32 KB deflate window
+
+
+def test_tuned_deflate_protocol_is_uvicorns_with_other_settings() -> None:
+    from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+
+    from layerscope.server.wsdeflate import deflate_protocol
+
+    proto = deflate_protocol()
+    assert isinstance(proto, type) and issubclass(proto, WebSocketsSansIOProtocol)

@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from layerscope.protocol import MAX_REPLAY_BYTES
     from layerscope.server.app import create_app
     from layerscope.server.settings import Settings
+    from layerscope.server.wsdeflate import deflate_protocol
 
     if args.scenario is not None:
         scn.load_preset(args.scenario)  # fail now, in one line, rather than in the browser
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
         port=settings.port,
         ws_max_size=MAX_REPLAY_BYTES + 64 * 1024,
         ws_per_message_deflate=settings.ws_compression,
+        ws=deflate_protocol() if settings.ws_compression else "auto",
         log_level="warning",
     )
     return 0
