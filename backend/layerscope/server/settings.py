@@ -26,8 +26,8 @@ class Settings(BaseModel):
     seek_snapshots: int = Field(1000, ge=2, description="mergeable snapshots per kind kept in a seek frame")
     ws_compression: bool = Field(
         False,
-        description="permessage-deflate on websockets: frames ~4x smaller on the wire, but deflating them per viewer "
-        "costs more CPU than everything else the server does (bench/README.md); worth it only on a slow link",
+        description="permessage-deflate on websockets: frames ~10x smaller on the wire, but deflated once per viewer "
+        "(~50% more server CPU with 50 viewers, bench/README.md); worth it only behind a slow link",
     )
     max_sessions: int = Field(
         256, ge=1, le=100_000, description="websocket viewers at once; one more is told the server is full and closed"
