@@ -48,6 +48,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="long-context-128k")
     ap.add_argument("--play-s", type=float, default=5.0)
+    ap.add_argument("--query", default="", help="extra settings for the page URL, e.g. 'gpu=b200&free_hbm_gib=100'")
     args = ap.parse_args()
     port = free_port()
     proc = start_server(port)
@@ -56,7 +57,7 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
             page.add_init_script(LONGTASKS)
-            page.goto(f"http://127.0.0.1:{port}/?scenario={args.scenario}")
+            page.goto(f"http://127.0.0.1:{port}/?scenario={args.scenario}" + (f"&{args.query}" if args.query else ""))
             wait(page, f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{args.scenario}'")
             time.sleep(1.0)  # first draws of every view done before measuring
             load_tasks = page.evaluate("() => window.__longtasks.splice(0)")  # page load: Plotly parse, first draws
@@ -70,6 +71,7 @@ def main() -> None:
             page.get_by_test_id("play").click()
             wait(page, f"{STORE}.ended", timeout_s=args.play_s * 10 + 30)
             raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
+            grid = page.locator("#banks-info").inner_text()  # "32 banks x N pages ..."
             longtasks = page.evaluate("() => window.__longtasks")
             browser.close()
     finally:
@@ -81,6 +83,8 @@ def main() -> None:
             {
                 "bench": "browser",
                 "scenario": args.scenario,
+                "query": args.query,
+                "bank_grid": grid,
                 "play_s": args.play_s,
                 "wall_s": round(wall, 2),
                 "raf_per_s": round((raf1 - raf0) / wall, 1),
