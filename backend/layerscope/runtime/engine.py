@@ -250,7 +250,8 @@ class _Engine:
             self._detect_slow_chunk(c, end - t_start, expected)
         logical = range(d.token_start // self.page_size, (d.token_end - 1) // self.page_size + 1)
         self._chunk_pages.append(logical)
-        self.kv.record_writes(logical, remapped=d.remapped, chunk_first_page=first_page)
+        self.kv.record_writes(logical, remapped=d.remapped, chunk_first_page=first_page,
+                              continues=d.token_start % self.page_size != 0)
         self._emit(ChunkEvent(t_us=t_start, chunk=c, token_start=d.token_start, token_end=d.token_end,
                               chunk_size=d.chunk_size, reason=d.reason, pages=list(d.pages), barrier_us=end))
         self.t = end
@@ -570,7 +571,7 @@ class _Engine:
             self._emit(CrcEvent(t_us=self.t, checked_banks=len(faulty), bad_banks=np_bad, source="numpy"))
             bad = sorted(set(bad) | set(np_bad))
         self.stats.crc_bad_banks |= set(bad)
-        self._repair(bad, in_decode)
+        rebuilt = False
         for state in self.faults.states:
             if not state.injected or state.detected:
                 continue
@@ -580,16 +581,17 @@ class _Engine:
                 self._detected(state, "weight scrub: ECC reports uncorrectable words in the layer's weights")
         for state in self.faults.of("stale_chunk_metadata"):
             if state.detected and self.stale:
-                self.stale = {}
+                self.stale, rebuilt = {}, True
                 self._version += 1
                 self._emit(FaultEvent(t_us=self.t, fault=state.spec.kind, action="recovered",
                                       detail="address map rebuilt from the page pool's records"))
+        self._repair(None if rebuilt else bad, in_decode)
 
-    def _repair(self, bad: list[int], in_decode: bool) -> None:
-        """Entries in failing banks whose slot the pool records as another owner's (or another page's) are
-        partially evicted pages: invalidate them, so they are re-fetched from host memory (now, or in this
-        decode step's re-fetch)."""
-        damaged = self.kv.allocator.damaged(SEQ, bad) if bad else []
+    def _repair(self, bad: list[int] | None, in_decode: bool) -> None:
+        """Entries in failing banks (every entry after a full rebuild: bad=None) whose slot the pool records as
+        another owner's (or another page's) are partially evicted pages: invalidate them, so they are
+        re-fetched from host memory (now, or in this decode step's re-fetch)."""
+        damaged = self.kv.allocator.damaged(SEQ, bad) if bad is None or bad else []
         if not damaged:
             return
         table = self.kv.allocator.table(SEQ)

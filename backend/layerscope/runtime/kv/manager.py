@@ -28,6 +28,7 @@ GIB = 1024**3
 NEVER_WRITTEN = -2
 FOREIGN = -3  # another tenant wrote this slot
 CONFLICT = -4  # the map claims this slot for more than one page
+MIXED = -5  # part of a page written over a slot that did not hold the page's earlier tokens
 POLICIES: dict[str, type[KVAllocator]] = {"bank_aware": BankAwareAllocator, "naive": NaiveAllocator}
 SEQ = "seq0"
 
@@ -88,16 +89,24 @@ class KVManager:
 
     # -- the write record -------------------------------------------------------------------------
     def record_writes(
-        self, logical: list[int] | range, owner: str = SEQ, remapped: bool = True, chunk_first_page: int = 0
+        self,
+        logical: list[int] | range,
+        owner: str = SEQ,
+        remapped: bool = True,
+        chunk_first_page: int = 0,
+        continues: bool = False,
     ) -> None:
         """KV data for these logical pages is written. Without the address remap, page p lands on the slot
-        of chunk-relative page p - chunk_first_page instead (over an earlier chunk's data)."""
+        of chunk-relative page p - chunk_first_page instead (over an earlier chunk's data). With `continues`
+        the first page already holds earlier tokens: if its slot does not hold that page, the slot ends up
+        with a mix (this write's tokens over whatever was there), which matches no page."""
         table = self.allocator.table(owner)
-        for p in logical:
+        for i, p in enumerate(logical):
             target = p if remapped else p - chunk_first_page
             bank, slot = table[target]
             if bank != EVICTED:
-                self.content[bank, slot] = p
+                mixed = continues and i == 0 and self.content[bank, slot] != p
+                self.content[bank, slot] = MIXED if mixed else p
 
     def foreign(self, banks: list[int], slots: list[int]) -> None:
         """Another tenant took these slots and wrote its own data there."""
