@@ -113,3 +113,17 @@ def test_metadata_crc_flags_a_slot_the_map_claims_twice() -> None:
 def test_partial_eviction_runs_are_byte_identical() -> None:
     spec = _spec(numerics=True)
     assert [event_json(e) for e in simulate(spec).events] == [event_json(e) for e in simulate(spec).events]
+
+
+def test_a_chunk_continuing_a_page_over_a_lost_slot_leaves_a_mismatch() -> None:
+    kv = KVManager(PRESETS["article"], 256, 4, "bank_aware", 16 * 1024**3, 0.0)
+    kv.allocator.allocate(SEQ, 2, "prefill")
+    kv.record_writes(range(2))
+    b, s = kv.allocator.table(SEQ)[1]
+    kv.foreign([b], [s])  # page 1's slot went to another tenant, the map still points there
+    kv.record_writes([1], continues=True)  # the next chunk appends page 1's remaining tokens there
+    got, want = kv.metadata_crc(kv.allocator.table(SEQ))
+    assert [x for x in range(4) if got[x] != want[x]] == [b]
+    kv.record_writes([0], continues=True)  # a page continued in its own slot stays clean
+    got, want = kv.metadata_crc(kv.allocator.table(SEQ))
+    assert [x for x in range(4) if got[x] != want[x]] == [b]
