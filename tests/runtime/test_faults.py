@@ -117,3 +117,16 @@ def test_stale_pages_and_flip_bits() -> None:
     w = np.full(8, 0.5, dtype=np.float32)
     n = flip_bits(w, count=3, rate=0.0, rng=np.random.default_rng(0), bits=(30,))
     assert n == 3 and np.count_nonzero(w != 0.5) == 3 and np.all(np.abs(w[w != 0.5]) > 1e37)
+
+
+def test_compaction_moves_pages_across_banks_when_no_bank_has_room_for_the_run() -> None:
+    from layerscope.scenario import load_preset
+
+    r = simulate(load_preset("fragmentation-oom"))
+    [fail] = [e for e in r.events if e.kind == "alloc_fail"]
+    assert fail.contiguous and fail.free_pages >= 10 * fail.pages_wanted and fail.largest_free_run < fail.pages_wanted
+    compact = [e for e in r.events if e.kind == "page_migrate" and e.reason == "compact"]
+    assert any(m.from_bank != m.to_bank for m in compact)  # sliding inside one bank could not make the run
+    assert all(e.reason == "compact" for e in r.events if e.kind == "page_migrate")
+    [hint] = [e for e in r.events if e.kind == "page_alloc" and e.owner == "hint"]
+    assert len(set(hint.banks)) == 1 and hint.slots == list(range(hint.slots[0], hint.slots[0] + fail.pages_wanted))

@@ -195,9 +195,14 @@ class _Engine:
             self._reserve_hint()
         self._snapshot(activation=0.0, banks=True)
 
+    def _hint_size(self) -> int:
+        """Pages decode will append: the run decode_page_hint reserves."""
+        prompt_pages = -(-self.spec.prompt_len // self.page_size)
+        return -(-(self.spec.prompt_len + self.spec.decode_steps) // self.page_size) - prompt_pages
+
     def _reserve_hint(self) -> None:
         prompt_pages = -(-self.spec.prompt_len // self.page_size)
-        n = -(-(self.spec.prompt_len + self.spec.decode_steps) // self.page_size) - prompt_pages
+        n = self._hint_size()
         if n < 1:
             return
         got = self.kv.allocator.reserve_hint(SEQ, n, prompt_pages)
@@ -514,10 +519,13 @@ class _Engine:
             self._validate(in_decode=step is not None)
 
     def _compact(self) -> None:
+        """Compact the bank with the most free pages; when a hint reservation is waiting for a run, make room
+        for it there by moving pages out to other banks first."""
         pool, alloc = self.kv.pool, self.kv.allocator
         self.stats.compactions += 1
         order = sorted(range(pool.banks), key=lambda b: (-int(pool.num_free_per_bank[b]), b))
-        for m in alloc.compact(order[0]):
+        need = min(self._hint_size(), pool.pages_per_bank) if self.hint_pending else 0
+        for m in alloc.compact(order[0], need):
             self._emit_migration(m)
         self._version += 1
         self.t = max(self.t, self._stream_free(COPY))

@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -117,3 +118,29 @@ def test_no_page_is_lost_or_doubly_owned(policy: type, banks: int, per_bank: int
         owned = int(np.count_nonzero(pool.owner == pool.owner_id("s")))
         assert owned == len(resident)  # no page lost: the pool and the table agree
         assert owned + pool.num_free + int(np.count_nonzero(pool.owner == pool.owner_id("tenant"))) == pool.num_pages
+
+
+def test_compaction_moves_pages_out_to_other_banks_when_the_bank_alone_cannot_hold_the_run() -> None:
+    pool = BlockPool(banks=3, pages_per_bank=4)
+    for bank, slot in [(0, 0), (0, 2), (1, 1), (1, 3), (2, 0)]:
+        pool.take("tenant", bank, slot, logical=4 * bank + slot)
+    alloc = BankAwareAllocator(pool)
+    assert pool.num_free == 7 and pool.largest_free_run() == 3
+    assert alloc.reserve_hint("s", 4, first_decode_page=0) is None  # no bank has 4 free slots
+    moves = alloc.compact(2, need=4)
+    # bank 2's only page goes to the lowest free slot of the other bank with the most free slots (bank 0 wins ties)
+    assert [(m.from_bank, m.from_slot, m.to_bank, m.to_slot) for m in moves] == [(2, 0, 0, 1)]
+    assert pool.largest_free_run(2) == 4 and pool.num_free == 7  # nothing lost, nothing created
+    assert alloc.reserve_hint("s", 4, first_decode_page=0) == (2, 0)
+    alloc.check()
+    with pytest.raises(ValueError, match="cannot fit in a bank of 4"):
+        alloc.compact(0, need=5)
+
+
+def test_compaction_stops_when_the_pool_has_no_room_elsewhere() -> None:
+    pool = BlockPool(banks=2, pages_per_bank=2)
+    for bank in (0, 1):
+        for slot in (0, 1):
+            pool.take("tenant", bank, slot, logical=2 * bank + slot)
+    alloc = BankAwareAllocator(pool)
+    assert alloc.compact(0, need=2) == [] and pool.num_free == 0

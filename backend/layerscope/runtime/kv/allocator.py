@@ -205,9 +205,24 @@ class KVAllocator(ABC):
             return []
         return [i for i, (b, _) in enumerate(self.table(owner)) if b == EVICTED]
 
-    def compact(self, bank: int) -> list[Migration]:
-        """Slide the bank's pages down to its lowest slots, in slot order, so its free slots form one run."""
+    def compact(self, bank: int, need: int = 0) -> list[Migration]:
+        """Make the bank's free slots one run at its top: first, while the bank has fewer than `need` free
+        slots, move its highest pages out to the lowest free slots of the other banks (most free first);
+        then slide the pages left down to its lowest slots, in slot order. Every move is a Migration."""
         moves: list[Migration] = []
+        if need > self.pool.pages_per_bank:
+            raise ValueError(f"a run of {need} pages cannot fit in a bank of {self.pool.pages_per_bank}")
+        others = sorted((b for b in range(self.pool.banks) if b != bank),
+                        key=lambda b: (-int(self.pool.num_free_per_bank[b]), b))
+        for slot in np.flatnonzero(self.pool.owner[bank] != -1)[::-1]:
+            if self.pool.num_free_per_bank[bank] >= need:
+                break
+            dest = next((b for b in others if self.pool.num_free_per_bank[b] > 0), None)
+            if dest is None:
+                break  # the pool as a whole has no room: compaction cannot make the run
+            to_slot = self.pool.first_free(dest)
+            assert to_slot is not None, f"bank {dest} counts free slots but has none"
+            moves.append(self.migrate(bank, int(slot), dest, to_slot, "compact"))
         used = np.flatnonzero(self.pool.owner[bank] != -1)
         for target, slot in enumerate(int(s) for s in used):
             if slot != target:
