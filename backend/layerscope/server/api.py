@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
@@ -60,26 +61,24 @@ def get_schema(which: Literal["scenario", "events", "messages", "all"] = "scenar
 @router.get("/api/trace", tags=["export"], response_class=Response)
 async def get_trace(request: Request, scenario: NameQuery) -> Response:
     """The run as a Perfetto / chrome://tracing JSON file."""
-    spec = _preset(scenario)
-    run = await request.app.state.runs.get(spec)
-    body = await run_in_threadpool(_trace_json, run.result)
-    return Response(
-        body,
-        media_type="application/json",
-        headers={"Content-Disposition": f'attachment; filename="{spec.name}.trace.json"'},
-    )
+    return await _download(request, scenario, _trace_json, "application/json", "trace.json")
 
 
 @router.get("/api/report", tags=["export"], response_class=Response)
 async def get_report(request: Request, scenario: NameQuery) -> Response:
     """The offline HTML report of a preset (Plotly embedded: opens with no network), as a download."""
+    return await _download(request, scenario, _report_html, "text/html", "report.html")
+
+
+async def _download(
+    request: Request, scenario: str, export: Callable[[Any], str], media_type: str, suffix: str
+) -> Response:
+    """A preset's (cached) run exported off the event loop, as an attachment named after the preset."""
     spec = _preset(scenario)
     run = await request.app.state.runs.get(spec)
-    body = await run_in_threadpool(_report_html, run.result)
+    body = await run_in_threadpool(export, run.result)
     return Response(
-        body,
-        media_type="text/html",
-        headers={"Content-Disposition": f'attachment; filename="{spec.name}.report.html"'},
+        body, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{spec.name}.{suffix}"'}
     )
 
 

@@ -28,6 +28,27 @@ export class TimeCursor {
   }
 }
 
+// Linked time axes: a view's own zoom becomes view.range (kept through redraws) and goes to view.onRange;
+// a range set from elsewhere is applied without echoing back. `view` has el, store, range, onRange.
+export function listenRange(view) {
+  if (view.rangeListening) return;
+  view.rangeListening = true;
+  view.el.on("plotly_relayout", (ev) => {
+    const r = relayoutRange(ev);
+    if (r === undefined || view.syncing) return;
+    view.range = r;
+    if (view.onRange) view.onRange(r);
+  });
+}
+
+export function applyRange(view, range) {
+  view.range = range;
+  if (!view.el._fullLayout) return;
+  view.syncing = true;
+  Plotly.relayout(view.el, { "xaxis.range": range || [0, view.store.duration || 1] });
+  view.syncing = false;
+}
+
 // The x range a plotly_relayout event sets: [x0, x1], null for autorange, undefined if x did not change.
 // A drag-zoom reports "xaxis.range[0]"/"xaxis.range[1]"; a programmatic relayout may report "xaxis.range".
 export function relayoutRange(ev) {

@@ -1,6 +1,6 @@
 // Decode step latency (whole model) against the SLA, with a jitter band around the running median.
 
-import { relayoutRange } from "./cursor.js";
+import { applyRange, listenRange } from "./cursor.js";
 import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
 
 const BAND = 16; // steps in the rolling window of the jitter band
@@ -82,23 +82,11 @@ export class LatencyView {
       yaxis: { title: { text: "ms / step" }, gridcolor: "#2a2e42", rangemode: "tozero" },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    if (!this.inited) {
-      this.inited = true;
-      this.el.on("plotly_relayout", (ev) => {
-        const r = relayoutRange(ev);
-        if (r === undefined || this.syncing) return;
-        this.range = r; // keep the user's zoom through later redraws
-        if (this.onRange) this.onRange(r);
-      });
-    }
+    listenRange(this);
     return true;
   }
 
   setRange(range) {
-    this.range = range;
-    if (!this.el._fullLayout) return;
-    this.syncing = true;
-    Plotly.relayout(this.el, { "xaxis.range": range || [0, this.store.duration || 1] });
-    this.syncing = false;
+    applyRange(this, range);
   }
 }

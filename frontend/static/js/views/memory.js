@@ -1,6 +1,6 @@
 // HBM over simulated time: used (staircase), free, largest contiguous free run, KV cache.
 
-import { relayoutRange } from "./cursor.js";
+import { applyRange, listenRange } from "./cursor.js";
 import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
 
 const GIB = 1024 ** 3;
@@ -39,23 +39,11 @@ export class MemoryView {
       yaxis: { title: { text: "GiB" }, gridcolor: "#2a2e42", rangemode: "tozero" },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    if (!this.inited) {
-      this.inited = true;
-      this.el.on("plotly_relayout", (ev) => {
-        const r = relayoutRange(ev);
-        if (r === undefined || this.syncing) return;
-        this.range = r; // keep the user's zoom through later redraws
-        if (this.onRange) this.onRange(r);
-      });
-    }
+    listenRange(this);
     return true;
   }
 
   setRange(range) {
-    this.range = range;
-    if (!this.el._fullLayout) return;
-    this.syncing = true;
-    Plotly.relayout(this.el, { "xaxis.range": range || [0, this.store.duration || 1] });
-    this.syncing = false;
+    applyRange(this, range);
   }
 }
