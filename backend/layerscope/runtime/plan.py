@@ -105,16 +105,10 @@ class RuntimePlan:
         )
 
     def _phase(self, model: ModelConfig, kernels: list[Kernel], tokens: int, cost: CostModel | None) -> PhaseTopology:
-        order: list[str] = []
-        by_stage: dict[str, list[Kernel]] = {}
-        for k in kernels:
-            if k.stage not in by_stage:
-                order.append(k.stage)
-                by_stage[k.stage] = []
-            by_stage[k.stage].append(k)
+        groups = by_stage(kernels)
+        order = list(groups)
         nodes = []
-        for stage in order:
-            ks = by_stage[stage]
+        for stage, ks in groups.items():
             label, access = self.stage_info(stage)
             main = max(ks, key=lambda k: k.bytes + k.flops / 100)
             bound = None
@@ -134,8 +128,8 @@ class RuntimePlan:
             )
         hidden_bytes = tokens * model.hidden_size * ACT_BYTES
         edges = [TopologyEdge(source=a, target=b, bytes=hidden_bytes) for a, b in zip(order, order[1:], strict=False)]
-        if "attention" in by_stage:  # the KV cache the attention reads and the projection writes
-            kv = sum(k.bytes for k in by_stage["attention"] if k.kind in ("memory", "attention"))
+        if "attention" in groups:  # the KV cache the attention reads and the projection writes
+            kv = sum(k.bytes for k in groups["attention"] if k.kind in ("memory", "attention"))
             nodes.append(TopologyNode(id="kv_cache", label="KV cache (paged)", kind="cache", access="paged"))
             edges.append(TopologyEdge(source="kv_cache", target="attention", bytes=kv))
         return PhaseTopology(nodes=nodes, edges=edges)
@@ -172,28 +166,29 @@ class StageCost:
     kernels: list[str]
 
 
-def stage_costs(kernels: list[Kernel], cost: CostModel) -> list[StageCost]:
-    """Kernels merged per stage in launch order; kind and bound are those of the stage's slowest kernel."""
-    order: list[str] = []
+def by_stage(kernels: list[Kernel]) -> dict[str, list[Kernel]]:
+    """Kernels grouped per stage, stages in first-launch order (dicts keep insertion order)."""
     groups: dict[str, list[Kernel]] = {}
     for k in kernels:
-        if k.stage not in groups:
-            order.append(k.stage)
-            groups[k.stage] = []
-        groups[k.stage].append(k)
+        groups.setdefault(k.stage, []).append(k)
+    return groups
+
+
+def stage_costs(kernels: list[Kernel], cost: CostModel) -> list[StageCost]:
+    """Kernels merged per stage in launch order; kind and bound are those of the stage's slowest kernel."""
     out = []
-    for stage in order:
-        costs = [cost.cost(k) for k in groups[stage]]
+    for stage, ks in by_stage(kernels).items():
+        costs = [cost.cost(k) for k in ks]
         slow = max(costs, key=lambda c: c.time_us)
         out.append(
             StageCost(
                 name=stage,
                 kind=slow.kernel.kind,
                 time_us=sum(c.time_us for c in costs),
-                flops=sum(k.flops for k in groups[stage]),
-                bytes=sum(k.bytes for k in groups[stage]),
+                flops=sum(k.flops for k in ks),
+                bytes=sum(k.bytes for k in ks),
                 bound=slow.bound,
-                kernels=[k.name for k in groups[stage]],
+                kernels=[k.name for k in ks],
             )
         )
     return out
