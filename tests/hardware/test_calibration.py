@@ -1,4 +1,4 @@
-"""The cost model against measured kernel timings (../shared/calibration: Vidur's Llama-2-7B profiles on
+"""The cost model against measured kernel timings (hardware/data, shipped in the package: Vidur's Llama-2-7B profiles on
 A100 and H100). The figures asserted here are those the fit reaches; `layerscope calibrate` prints them."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Fit the cost model's few constants to measured kernel timings and report how well it predicts.
 
-Data: ../shared/calibration/*.csv (Vidur's public profiles of Llama-2-7B's linear-layer ops on A100 and
-H100; see the README there), or $LAYERSCOPE_CALIBRATION_DIR. Each row gives, for one (num_tokens, TP),
+Data: hardware/data/*.csv.gz, shipped in the package (Vidur's public profiles of Llama-2-7B's linear-layer ops
+on A100 and H100; provenance and licence in data/README.md), or $LAYERSCOPE_CALIBRATION_DIR. Each row gives, for one (num_tokens, TP),
 the median time of input_layernorm, attn_pre_proj (fused QKV GEMM), attn_rope, attn_post_proj (o_proj),
 post_attention_layernorm, mlp_up_proj (fused gate+up GEMM), mlp_act, mlp_down_proj and add.
 `emb` is skipped (a gather whose timing is dominated by the lookup pattern, not by the layer).
@@ -14,10 +14,12 @@ other half of the token counts.
 from __future__ import annotations
 
 import csv
+import gzip
 import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -38,12 +40,12 @@ OPS = (
     "add",
 )
 BF16 = 2.0
-_REPO = Path(__file__).resolve().parents[3]
+DATA_DIR = Path(__file__).resolve().parent / "data"  # shipped inside the package: see data/README.md
 
 
 def calibration_dir() -> Path:
     env = os.environ.get("LAYERSCOPE_CALIBRATION_DIR")
-    return Path(env) if env else (_REPO / ".." / "shared" / "calibration").resolve()
+    return Path(env) if env else DATA_DIR
 
 
 # -- the measured ops as kernels ---------------------------------------------------------------------------
@@ -90,7 +92,7 @@ class Sample:
 
 def load_samples(folder: Path | None = None) -> list[Sample]:
     folder = folder or calibration_dir()
-    files = sorted(folder.glob("*.csv"))
+    files = sorted([*folder.glob("*.csv"), *folder.glob("*.csv.gz")])
     if not files:
         raise FileNotFoundError(f"no calibration CSVs in {folder} (set LAYERSCOPE_CALIBRATION_DIR)")
     out: list[Sample] = []
@@ -99,7 +101,7 @@ def load_samples(folder: Path | None = None) -> list[Sample]:
         if key is None:
             continue
         seen: set[tuple[int, int]] = set()
-        with f.open() as fh:
+        with _open_text(f) as fh:
             for row in csv.DictReader(fh):
                 tokens, tp = int(row["num_tokens"]), int(row["num_tensor_parallel_workers"])
                 if (tokens, tp) in seen:  # a few (tokens, TP) rows are repeated: keep the first
@@ -112,6 +114,11 @@ def load_samples(folder: Path | None = None) -> list[Sample]:
                     k = op_kernel(op, tokens, tp, hidden, inter, head_dim)
                     out.append(Sample(CSV_GPU[key], op, tokens, tp, ms * 1000.0, k))
     return out
+
+
+def _open_text(path: Path) -> TextIO:
+    """A CSV file, plain or gzip-compressed (the shipped copies are compressed)."""
+    return gzip.open(path, "rt", newline="") if path.suffix == ".gz" else path.open(newline="")
 
 
 # -- a vectorized twin of CostModel.cost, so the fit evaluates thousands of rows at once ---------------------
