@@ -92,3 +92,43 @@ def test_a_scenario_with_a_deployment_that_does_not_fit_is_a_validation_error() 
         ScenarioSpec(gpu="h100-sxm", deployment={"tp": 8, "max_model_len": 262144})
     ok = ScenarioSpec(gpu="h200", deployment={"tp": 8, "ep": 8, "weight_dtype": "fp8"})
     assert ok.deployment is not None and ok.deployment.moe_tp == 1 and ok.free_hbm_gib is None
+
+
+def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
+    from layerscope.hardware.gpus import gpu as gpu_of
+    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.sharded import ShardedRuntime, step_extras
+
+    dep = DeploymentSpec(tp=8)
+    local = shard(QWEN, dep)
+    plan = ShardedRuntime(get_runtime("vllm"), dep, gpu_of("h200"))
+    ks = plan.decode_step(local, 8192, batch=4)
+    comm = [k for k in ks if k.kind == "collective"]
+    assert [(k.name, k.stage, k.stream) for k in comm] == [
+        ("all_reduce", "attn_all_reduce", "comm"), ("all_reduce", "moe_all_reduce", "comm")]
+    assert all("32,768 B over 8 GPUs" in k.shapes for k in comm)  # 4 tokens x 4096 x bf16
+    stages = [k.stage for k in ks]
+    assert stages.index("attn_all_reduce") == stages.index("o_proj") + 1
+    assert stages.index("moe_all_reduce") == len(stages) - 2  # before the residual add
+    single = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=1), gpu_of("h200"))
+    assert not [k for k in single.decode_step(QWEN, 8192, batch=4) if k.kind == "collective"]
+    extras = step_extras(QWEN, local, dep, gpu_of("h200"), tokens=4, seqs=4)
+    assert [k.stage for k in extras.kernels] == ["embedding", "embedding_all_reduce", "final_norm", "lm_head",
+                                                 "logits_all_gather", "sampling"]
+    eager = DeploymentSpec(tp=8, cuda_graphs=False)
+    assert step_extras(QWEN, local, eager, gpu_of("h200"), 4, 4).host_us > extras.host_us
+
+
+def test_eager_launches_have_a_host_floor() -> None:
+    from layerscope.hardware.cost import CostModel
+    from layerscope.hardware.gpus import gpu as gpu_of
+    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.sharded import EAGER_LAUNCH_FLOOR_US, ShardedRuntime
+
+    local = shard(QWEN, DeploymentSpec(tp=8))
+    cost = CostModel(gpu_of("h200"))
+    graphs = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8), gpu_of("h200")).decode_step(local, 1024)
+    eager = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8, cuda_graphs=False), gpu_of("h200"))
+    eager_ks = eager.decode_step(local, 1024)
+    assert min(cost.cost(k).time_us for k in eager_ks) >= EAGER_LAUNCH_FLOOR_US - 1e-9
+    assert min(cost.cost(k).time_us for k in graphs) < EAGER_LAUNCH_FLOOR_US
