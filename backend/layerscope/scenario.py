@@ -229,7 +229,7 @@ def format_validation_error(err: ValidationError, source: str = "") -> str:
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     prefix = f"{source}: " if source else ""
     more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{prefix}field '{loc}': {first['msg']}{more}"
+    return f"{prefix}field '{loc}': {first['msg'].removeprefix('Value error, ')}{more}"
 
 
 def parse_spec(data: Any, source: str = "") -> ScenarioSpec:
