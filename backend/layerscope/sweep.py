@@ -142,12 +142,9 @@ def _per_gpu(summary: dict[str, Any], spec_json: str) -> float | None:
 def mark_pareto(rows: list[dict[str, Any]]) -> None:
     """A point is on the front when no other point has at least its throughput per GPU and at most its median
     TPOT, and is better in one."""
-    ok = [r for r in rows if r[THROUGHPUT] is not None and r[TPOT] is not None]
-    for r in ok:
-        r["pareto"] = not any(
-            o[THROUGHPUT] >= r[THROUGHPUT] and o[TPOT] <= r[TPOT] and (o[THROUGHPUT] > r[THROUGHPUT] or o[TPOT] < r[TPOT])
-            for o in ok
-        )
+    ok = [(r, r[THROUGHPUT], r[TPOT]) for r in rows if r[THROUGHPUT] is not None and r[TPOT] is not None]
+    for r, tput, tpot in ok:
+        r["pareto"] = not any(t >= tput and lat <= tpot and (t > tput or lat < tpot) for _, t, lat in ok)
 
 
 def _run_local(specs: list[str], jobs: int) -> list[dict[str, Any]]:
