@@ -38,8 +38,8 @@ def _title(s: str, c: str) -> str:
 
 def _row(label: str, value: Any) -> str:
     if isinstance(value, float):
-        return "{:<40} {:<10.2f}".format(label, value)
-    return "{:<40} {:<10}".format(label, value)
+        return f"{label:<40} {value:<10.2f}"
+    return f"{label:<40} {value:<10}"
 
 
 def result_block(r: dict[str, Any], percentile_metrics: str = "ttft,tpot,itl") -> str:
