@@ -309,6 +309,25 @@ def deployment_event(spec: ScenarioSpec, placement: Placement) -> DeploymentEven
         cuda_graphs=dep.cuda_graphs, max_model_len=placement.max_model_len, per_gpu=placement.per_gpu()))
 
 
+def deployment_summary(spec: ScenarioSpec, placement: Placement | None) -> dict[str, float | int | str]:
+    """The run summary's deployment figures (absent without a deployment)."""
+    if placement is None or spec.deployment is None:
+        return {}
+    d, g = spec.deployment, placement.per_gpu()
+    return {
+        "num_gpus": placement.num_gpus,
+        "tp": d.tp,
+        "ep": d.ep,
+        "weight_dtype": d.weight_dtype,
+        "kv_dtype": d.kv_dtype,
+        "weights_gib_per_gpu": g["weights_gib"],
+        "kv_cache_gib_per_gpu": g["kv_cache_gib"],
+        "kv_tokens": g["kv_tokens"],
+        "kv_replication": placement.kv_replication,
+        "max_concurrency_at_max_model_len": g["max_concurrency"],
+    }
+
+
 def check_scenario(spec: ScenarioSpec) -> None:
     """Raise ValueError (a validation error) if the scenario's deployment cannot run."""
     if spec.runtime != "vllm":
