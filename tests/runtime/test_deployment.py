@@ -101,7 +101,7 @@ def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
 
     dep = DeploymentSpec(tp=8)
     local = shard(QWEN, dep)
-    plan = ShardedRuntime(get_runtime("vllm"), dep, gpu_of("h200"))
+    plan = ShardedRuntime(get_runtime("vllm"), dep, gpu_of("h200"), QWEN)
     ks = plan.decode_step(local, 8192, batch=4)
     comm = [k for k in ks if k.kind == "collective"]
     assert [(k.name, k.stage, k.stream) for k in comm] == [
@@ -110,7 +110,7 @@ def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
     stages = [k.stage for k in ks]
     assert stages.index("attn_all_reduce") == stages.index("o_proj") + 1
     assert stages.index("moe_all_reduce") == len(stages) - 2  # before the residual add
-    single = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=1), gpu_of("h200"))
+    single = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=1), gpu_of("h200"), QWEN)
     assert not [k for k in single.decode_step(QWEN, 8192, batch=4) if k.kind == "collective"]
     extras = step_extras(QWEN, local, dep, gpu_of("h200"), tokens=4, seqs=4)
     assert [k.stage for k in extras.kernels] == ["embedding", "embedding_all_reduce", "final_norm", "lm_head",
@@ -127,8 +127,8 @@ def test_eager_launches_have_a_host_floor() -> None:
 
     local = shard(QWEN, DeploymentSpec(tp=8))
     cost = CostModel(gpu_of("h200"))
-    graphs = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8), gpu_of("h200")).decode_step(local, 1024)
-    eager = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8, cuda_graphs=False), gpu_of("h200"))
+    graphs = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8), gpu_of("h200"), QWEN).decode_step(local, 1024)
+    eager = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8, cuda_graphs=False), gpu_of("h200"), QWEN)
     eager_ks = eager.decode_step(local, 1024)
     assert min(cost.cost(k).time_us for k in eager_ks) >= EAGER_LAUNCH_FLOOR_US - 1e-9
     assert min(cost.cost(k).time_us for k in graphs) < EAGER_LAUNCH_FLOOR_US

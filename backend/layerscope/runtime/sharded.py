@@ -21,13 +21,15 @@ from typing import TYPE_CHECKING
 from layerscope.hardware.collectives import CollectiveCost, all_gather_us, all_reduce_us
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPU
-from layerscope.model.config import ModelConfig
+from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.model.config import PRESETS, ModelConfig
+from layerscope.runtime.deployment import shard
 from layerscope.runtime.kernels import Kernel
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, get_runtime
 from layerscope.runtime.vllm import GEMM_NAMES
 
 if TYPE_CHECKING:
-    from layerscope.scenario import DeploymentSpec
+    from layerscope.scenario import DeploymentSpec, ScenarioSpec
 
 COMM = "comm"
 MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_capture_sizes up to 512)
@@ -61,11 +63,22 @@ def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float
     )
 
 
+def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
+    """The runtime plan and the model shapes a scenario's engine plans with: one GPU's shard under a deployment,
+    the whole layer without one."""
+    full = PRESETS[spec.model]
+    base = get_runtime(spec.runtime)
+    if spec.deployment is None:
+        return base, full
+    return ShardedRuntime(base, spec.deployment, gpu_preset(spec.gpu), full), shard(full, spec.deployment)
+
+
 class ShardedRuntime(RuntimePlan):
     """A runtime plan on one GPU of a deployment; the model it is given is that GPU's shard (deployment.shard)."""
 
-    def __init__(self, base: RuntimePlan, deployment: DeploymentSpec, gpu: GPU) -> None:
+    def __init__(self, base: RuntimePlan, deployment: DeploymentSpec, gpu: GPU, full: ModelConfig) -> None:
         self.base = base
+        self.full = full  # the whole model (vocabulary, router width) the shard comes from
         self.dep = deployment
         self.gpu = gpu
         self.cost = CostModel(gpu)
@@ -79,6 +92,23 @@ class ShardedRuntime(RuntimePlan):
     def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.decode_step(model, context_len, batch, self.dep.weight_dtype)
         return self._finish(model, ks, batch)
+
+    def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
+        return self._finish(model, ks, sum(n for n, _ in batch))
+
+    def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
+        """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
+        fixed-time kernel on stream "host"): once per model step."""
+        tokens = sum(n for n, _ in batch)
+        extras = step_extras(self.full, model, self.dep, self.gpu, tokens, len(batch))
+        host = Kernel("engine step (schedule, prepare inputs, outputs)", "host", "overhead", 0.0, 0.0,
+                      shapes=f"{len(batch)} sequences; {'overlapped' if self.dep.cuda_graphs else 'synchronous'}",
+                      stream="host", own_launch=False, fixed_us=extras.host_us)
+        return [*self.launch_floors(extras.kernels, tokens), host]
+
+    def switch_over(self, model: ModelConfig) -> list[Kernel]:
+        return self.base.switch_over(model)
 
     def stage_info(self, stage: str) -> tuple[str, str]:
         return self.base.stage_info(stage)
