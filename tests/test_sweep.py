@@ -30,6 +30,8 @@ def test_with_fields_sets_nested_fields_and_names_bad_ones() -> None:
     assert with_fields(bare, {"deployment.tp": 8}).deployment.tp == 8  # type: ignore[union-attr]
     with pytest.raises(ScenarioError, match="deployment.bogus"):
         with_fields(SPEC, {"deployment.bogus": 1})
+    with pytest.raises(ScenarioError, match="less than or equal to 8"):
+        with_fields(SPEC, {"deployment.tp": 16})
     with pytest.raises(ScenarioError, match="unknown or not sweepable field 'nope.x'"):
         with_fields(SPEC, {"nope.x": 1})
 
@@ -67,3 +69,26 @@ def test_a_local_ray_instance_gives_the_same_result() -> None:
     finally:
         ray.shutdown()
     assert json.dumps(remote) == json.dumps(local)
+
+
+def test_a_serving_grid_marks_the_pareto_front_of_throughput_per_gpu_and_tpot() -> None:
+    serving = SPEC.model_copy(update={"workload": None})
+    grid = {"deployment.tp": [4, 8], "workload.max_concurrency": [1, 8], "workload.num_requests": [8],
+            "workload.input_len": [256], "workload.output_len": [16]}
+    out = run_grid(serving, grid, jobs=2)
+    pts = {(p["set"]["deployment.tp"], p["set"]["workload.max_concurrency"]): p for p in out["points"]}
+    for (tp, _), p in pts.items():
+        assert p["output_throughput_per_gpu"] == pytest.approx(p["summary"]["output_throughput"] / tp, abs=1e-3)
+        assert p["median_tpot_ms"] == p["summary"]["median_tpot_ms"]
+    # more requests in flight: more throughput and a longer TPOT, so both concurrencies of a tp can be on the front
+    assert pts[(8, 8)]["output_throughput_per_gpu"] > pts[(8, 1)]["output_throughput_per_gpu"]
+    assert pts[(8, 8)]["median_tpot_ms"] > pts[(8, 1)]["median_tpot_ms"]
+    front = [k for k, p in pts.items() if p["pareto"]]
+    assert front and all(not _dominated(pts[k], pts.values()) for k in front)
+    assert all(_dominated(p, pts.values()) for k, p in pts.items() if k not in front)
+
+
+def _dominated(p: dict, others: object) -> bool:
+    t, lat = p["output_throughput_per_gpu"], p["median_tpot_ms"]
+    return any(o["output_throughput_per_gpu"] >= t and o["median_tpot_ms"] <= lat
+               and (o["output_throughput_per_gpu"] > t or o["median_tpot_ms"] < lat) for o in others)  # type: ignore[attr-defined]

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from layerscope.scenario import ScenarioError, ScenarioSpec, format_validation_error
+from layerscope.scenario import ScenarioError, ScenarioSpec, format_validation_error, known_field
 
 MAX_POINTS = 256  # a sweep is a handful of deployments x loads; bounded so no request can run without end
 MAX_JOBS = 64
@@ -49,29 +49,13 @@ def _scalar(raw: str) -> Any:
         return raw
 
 
-def set_field(data: dict[str, Any], dotted: str, value: Any) -> None:
-    """Set `a.b.c` in a nested dict of a scenario (creating a missing nested model as a mapping)."""
-    *parents, last = dotted.split(".")
-    node = data
-    for p in parents:
-        child = node.get(p)
-        if child is None:
-            child = node[p] = {}
-        if not isinstance(child, dict):
-            raise ScenarioError(f"{dotted!r}: {p!r} is not a group of fields")
-        node = child
-    node[last] = value
-
-
 def with_fields(spec: ScenarioSpec, changes: dict[str, Any]) -> ScenarioSpec:
-    """A new validated spec with dotted fields replaced; the error names the field."""
-    data = spec.model_dump()
-    for key, value in changes.items():
-        if key.split(".")[0] not in ScenarioSpec.model_fields or key.split(".")[0] in ("compare", "tour"):
+    """A new validated spec with (dotted) fields replaced; the error names the point and the field."""
+    for key in changes:
+        if not known_field(key) or key in ("compare", "tour"):
             raise ScenarioError(f"unknown or not sweepable field {key!r}")
-        set_field(data, key, value)
     try:
-        return ScenarioSpec.model_validate(data)
+        return spec.with_overrides(changes)
     except ValidationError as e:
         raise ScenarioError(format_validation_error(e, ", ".join(f"{k}={v}" for k, v in changes.items()))) from None
 
