@@ -67,7 +67,7 @@ def _piped(argv: list[str], read_lines: int | None) -> tuple[int, list[str], str
     [
         (["scenarios"], None, None),
         (["schema"], 1, "{"),
-        (["run", "decode-pulses", "--quiet", "--events", "-"], 3, '{"t_us":0.0,"kind":"phase"'),
+        (["run", "decode-pulses", "--quiet", "--events", "-"], 3, '{"t_us":0.0,"kind":"run","scenario":"decode'),
     ],
 )
 def test_output_cut_short_by_a_closed_pipe_ends_quietly(argv: list[str], read_lines: int | None, first: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from layerscope import scenario
-from layerscope.events import event_json
+from layerscope.export.events import jsonl_lines
 
 HELP = "simulate a scenario (preset name or YAML path) and write its events, trace and summary"
 
@@ -42,7 +42,9 @@ TABLE = (
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="a preset name (see `layerscope scenarios`) or a path to a YAML file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
-    p.add_argument("--events", type=Path, metavar="OUT.jsonl", help="write every event as one JSON line ('-': stdout)")
+    p.add_argument(
+        "--events", type=Path, metavar="OUT.jsonl", help="write the spec, then each event, as JSON lines ('-': stdout)"
+    )
     p.add_argument("--trace", type=Path, metavar="OUT.json", help="write a Chrome/Perfetto trace ('-': stdout)")
     p.add_argument("--summary", type=Path, metavar="OUT.json", help="write the summary figures as JSON ('-': stdout)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
@@ -70,8 +72,7 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
     if args.events:
         with _output(args.events) as f:
-            for e in result.events:
-                f.write(event_json(e) + "\n")
+            f.writelines(jsonl_lines(result))
     if args.trace:
         with _output(args.trace) as f:
             f.write(trace.to_json(result))
