@@ -81,8 +81,9 @@ def run(rows: list[Measured]) -> list[dict[str, Any]]:
         wall = time.perf_counter() - t0
         for key, want in m.metrics.items():
             got = float(s[key])
-            out.append({"source": m.source, "case": m.label, "metric": key, "measured": want, "simulated": round(got, 2),
-                        "rel_error": round(got / want - 1, 3), "sim_wall_s": round(wall, 2)})
+            out.append({"source": m.source, "case": m.label, "metric": key, "measured": want,
+                        "simulated": round(got, 2), "rel_error": round(got / want - 1, 3),
+                        "sim_wall_s": round(wall, 2)})
     return out
 
 

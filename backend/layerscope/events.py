@@ -265,6 +265,15 @@ class DeploymentEvent(_Event):
     per_gpu: DeploymentPerGpu
 
 
+class RunEvent(_Event):
+    """First line of a recording (`layerscope run --events`, `POST /api/events`), never made by the engine: the
+    spec the events were simulated from, so a replay shows that run and no other."""
+
+    kind: Literal["run"] = "run"
+    scenario: str = Field(..., description="the spec's name")
+    spec: dict[str, Any] = Field(..., description="the validated scenario spec, defaults filled in")
+
+
 Event = Annotated[
     PhaseEvent
     | KernelEvent
@@ -284,7 +293,8 @@ Event = Annotated[
     | NumericsEvent
     | ExpertsEvent
     | SummaryEvent
-    | DeploymentEvent,
+    | DeploymentEvent
+    | RunEvent,
     Field(discriminator="kind"),
 ]
 
@@ -294,7 +304,7 @@ EVENT_KINDS = tuple(
     for m in (
         PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
         PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent, DeploymentEvent,
+        NumericsEvent, ExpertsEvent, SummaryEvent, DeploymentEvent, RunEvent,
     )
 )
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
