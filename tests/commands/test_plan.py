@@ -38,3 +38,12 @@ def test_plan_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.count("\n") == 1 and "weights need 109.5 GiB per GPU at tp=4 in bf16" in err
     assert main(["plan", "--tp", "8", "--ep", "3"]) == 2
     assert "ep=3 must divide tp=8" in capsys.readouterr().err
+
+
+def test_topology_of_a_deployment_shows_its_collectives(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "real-qwen3-235b-h200", "--json"]) == 0
+    topo = json.loads(capsys.readouterr().out)
+    for phase in ("prefill", "decode"):
+        nodes = {n["id"]: n for n in topo[phase]["nodes"]}
+        assert nodes["attn_all_reduce"]["kernels"] == ["all_reduce"]
+        assert nodes["moe_all_reduce"]["kind"] == "collective" and nodes["moe_all_reduce"]["bound"] == "latency"
