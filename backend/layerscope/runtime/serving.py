@@ -43,6 +43,7 @@ from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
+from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.kv.manager import KVManager
 from layerscope.runtime.metrics import serving_metrics
 from layerscope.runtime.plan import get_runtime, workspace_bytes
@@ -87,7 +88,10 @@ class ServingEngine:
         step_tokens = self._max_step_tokens()
         self.kv = KVManager(self.model, self.page_size, spec.banks, spec.allocator, self.free_start,
                             workspace_bytes(self.model, step_tokens))
-        self.cache = KVCacheManager(self.kv.allocator, self.page_size, spec.scheduler.prefix_caching)
+        # vLLM has no placement policy: its blocks come from one free queue. The allocator field is the article's.
+        allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
+        self.allocator_name = allocator.name
+        self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
         s = spec.scheduler
         self.scheduler: Scheduler = (
             ArticleScheduler(self.cache, self.chunks, s.max_num_seqs, self._free_bytes)
@@ -185,11 +189,12 @@ class ServingEngine:
             self._emit(self._request_event(req, "preempted", t))
         self._drain_frees(t)
         once_us = 0.0
+        admitted = {r.request_id for r in out.admitted}
         for s in out.seqs:
-            if s.request in out.admitted:
+            if admitted and s.request.request_id in admitted:
                 self._emit(self._request_event(s.request, "scheduled", t))
             a = s.allocation
-            if a is None:
+            if a is None or not (a.new_blocks or a.migrations):
                 continue
             for m in a.migrations:
                 once_us += self._migration(m, t, s.request.request_id)
@@ -284,7 +289,7 @@ class ServingEngine:
             "model": self.model.name,
             "runtime": spec.runtime,
             "gpu": self.gpu.name,
-            "allocator": spec.allocator,
+            "allocator": self.allocator_name,
             "num_hidden_layers": self.model.num_hidden_layers,
             "page_size": self.page_size,
             "num_requests": len(self.requests),
