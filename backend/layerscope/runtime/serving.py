@@ -27,7 +27,9 @@ import numpy as np
 
 from layerscope.events import (
     BanksEvent,
+    ExpertsEvent,
     MemoryEvent,
+    NumericsEvent,
     PageAllocEvent,
     PageEvictEvent,
     PageFreeEvent,
@@ -37,7 +39,7 @@ from layerscope.events import (
     StepEvent,
     SummaryEvent,
 )
-from layerscope.hardware.cost import CostModel
+from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
@@ -49,6 +51,7 @@ from layerscope.runtime.metrics import serving_metrics
 from layerscope.runtime.plan import get_runtime, workspace_bytes
 from layerscope.runtime.request import Request
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
+from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
@@ -68,6 +71,7 @@ class ServingStats:
     peak_used_bytes: float = 0.0
     layer_us: list[float] = field(default_factory=list)
     prefix_hit_rate: float = 0.0
+    max_rel_error: float = 0.0  # scaled batch against each sequence alone
 
 
 class ServingEngine:
@@ -99,6 +103,11 @@ class ServingEngine:
             else Scheduler(self.cache, s.max_num_batched_tokens, s.max_num_seqs)
         )
         self.requests = make_requests(spec.workload, self.model.vocab_size)
+        self.shadow = (
+            ServingShadow(spec.numerics_model, spec.runtime == "article", self.requests, spec.seed)
+            if spec.numerics
+            else None
+        )
         self._rng = np.random.default_rng(spec.seed)
         self._version_drawn = -1
         self._drawn_step = -BANKS_EVERY
@@ -226,7 +235,28 @@ class ServingEngine:
         st.max_step_seqs = max(st.max_step_seqs, len(batch))
         st.layer_us.append(layer_us)
         self._snapshot(t, workspace_bytes(self.model, out.num_tokens))
+        if self.shadow is not None:
+            self._numerics(out, t, i, "prefill" if prefill else "decode")
         return t + model_us
+
+    def _numerics(self, out: SchedulerOutput, t: float, i: int, phase: str) -> None:
+        """The same batch at the scaled size, one varlen forward; its error against each sequence alone."""
+        assert self.shadow is not None
+        for req in out.preempted:
+            self.shadow.preempted(req)
+        r = self.shadow.step([(s.request, s.num_context_tokens, s.num_new_tokens) for s in out.seqs])
+        if r is None:
+            return
+        self.stats.max_rel_error = max(self.stats.max_rel_error, r.rel_error)
+        self._emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                 tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
+                                 nan_count=r.nan_count, inf_count=r.inf_count, step=i))
+        if r.expert_counts is not None:
+            m = self.model
+            self._emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                    counts=r.expert_counts, assumed="balanced",
+                                    distinct_full=expected_distinct_experts(out.num_tokens, m.num_experts,
+                                                                            m.num_experts_per_tok)))
 
     def _migration(self, m: Any, t: float, request_id: int) -> float:
         """A page moved to make room (bank-aware decode): paid once per model step, on the copy stream."""
@@ -309,5 +339,6 @@ class ServingEngine:
             "prefix_cache_evictions": st.cache_evictions,
             "pool_pages": self.kv.pool.num_pages,
             "peak_hbm_used_gib": round(st.peak_used_bytes / GIB, 3),
+            "max_rel_error": float(f"{st.max_rel_error:.3g}"),
         })
         return out
