@@ -189,3 +189,29 @@ def test_numerics_run_the_same_batches_at_the_scaled_size() -> None:
 def test_numerics_on_a_serving_run_are_bounded() -> None:
     with pytest.raises(ValueError, match="field 'numerics'"):
         simulate(_spec({"num_requests": 500, "input_len": 100, "output_len": 100}, numerics=True))
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"faults": [{"kind": "memory_contention", "rate": 0.5}]}, "faults"),
+        ({"actions": [{"do": "compact", "at_step": 1}]}, "actions"),
+        ({"decode_page_hint": True}, "decode_page_hint"),
+    ],
+)
+def test_one_request_features_are_refused_on_a_workload(extra: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=f"field '{field}'"):
+        simulate(_spec({"num_requests": 2}, **extra))
+
+
+def test_step_events_are_the_validated_events() -> None:
+    r = simulate(_spec({"num_requests": 6, "input_len": 40, "output_len": 5}, scheduler={"prefix_caching": True}))
+    for e in _of(r.events, "step"):
+        again = StepEvent.model_validate(e.model_dump())
+        assert again == e and event_json(again) == event_json(e)
+
+
+def test_progress_reaches_one() -> None:
+    seen: list[float] = []
+    simulate(_spec({"num_requests": 30, "input_len": 64, "output_len": 64, "max_concurrency": 5}), progress=seen.append)
+    assert seen and seen == sorted(seen) and 0.0 <= seen[0] and seen[-1] <= 1.0 and seen[-1] > 0.8

@@ -38,6 +38,7 @@ class SchedulerOutput:
     seqs: list[ScheduledSeq] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
     admitted: list[Request] = field(default_factory=list)  # scheduled from waiting this step
+    allocated: list[ScheduledSeq] = field(default_factory=list)  # the seqs that called allocate_slots
     token_budget: int = 0
 
     @property
@@ -71,6 +72,9 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def num_unfinished(self) -> int:
+        return len(self.waiting) + len(self.running)
+
     # -- one step --------------------------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(token_budget=self.max_num_batched_tokens)
@@ -99,7 +103,9 @@ class Scheduler:
                 budget = self.max_num_batched_tokens - out.num_tokens
             if alloc is None:
                 continue
-            seqs.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
+            seq = ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc)
+            seqs.append(seq)
+            out.allocated.append(seq)
             budget -= n
         if not out.preempted:
             budget = self._admit(out, budget)
@@ -123,6 +129,7 @@ class Scheduler:
 
     def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
         out.seqs[:] = [s for s in out.seqs if s.request is not victim]  # scheduled earlier in this pass: undone
+        out.allocated[:] = [s for s in out.allocated if s.request is not victim]
         self.running.remove(victim)
         self.kv.free(victim)
         victim.status = RequestStatus.PREEMPTED
@@ -147,7 +154,9 @@ class Scheduler:
             req.num_computed_tokens += cached
             req.status = RequestStatus.RUNNING
             self.running.append(req)
-            out.seqs.append(ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc))
+            seq = ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc)
+            out.seqs.append(seq)
+            out.allocated.append(seq)
             out.admitted.append(req)
             budget -= n
         return budget

@@ -38,6 +38,7 @@ from layerscope.events import (
     RequestEvent,
     StepEvent,
     SummaryEvent,
+    trusted_event,
 )
 from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
@@ -77,6 +78,12 @@ class ServingStats:
 class ServingEngine:
     def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> None:
         assert spec.workload is not None, "the serving engine runs a workload"
+        for name in ("faults", "actions"):
+            if getattr(spec, name):
+                raise ValueError(f"field '{name}': not simulated on a serving run (a workload) yet; "
+                                 "use the one-request shorthand (prompt_len, decode_steps)")
+        if spec.decode_page_hint:
+            raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
         self.spec = spec
         self.progress = progress
         self.model = PRESETS[spec.model]
@@ -131,8 +138,6 @@ class ServingEngine:
         pending = deque(self.requests)
         cap = spec.workload.max_concurrency if spec.workload is not None else None
         slots = [0.0] * min(cap or n, n)  # when each of the client's concurrency slots came free
-        total = sum(r.input_len + r.output_len for r in self.requests)
-        done_tokens = 0
         t = 0.0
         while pending or self.scheduler.has_unfinished():
             while pending and slots and max(pending[0].arrival_us, slots[0]) <= t:
@@ -146,10 +151,9 @@ class ServingEngine:
             res = self.scheduler.update_from_output(out)
             self._finish(res, t_end, slots)
             self._drain_frees(t_end)
-            done_tokens += out.num_tokens
             t = t_end
             if self.progress is not None and self.stats.num_steps % 16 == 0:
-                self.progress(min(1.0, done_tokens / total))
+                self.progress(min(1.0, (n - len(pending) - self.scheduler.num_unfinished()) / n))
         self._snapshot(t, 0.0, final=True)
         self._emit(PhaseEvent(t_us=t, phase="idle", detail="done"))
         self.stats.prefix_hit_rate = self.cache.hit_rate
@@ -198,10 +202,9 @@ class ServingEngine:
             self._emit(self._request_event(req, "preempted", t))
         self._drain_frees(t)
         once_us = 0.0
-        admitted = {r.request_id for r in out.admitted}
-        for s in out.seqs:
-            if admitted and s.request.request_id in admitted:
-                self._emit(self._request_event(s.request, "scheduled", t))
+        for req in out.admitted:
+            self._emit(self._request_event(req, "scheduled", t))
+        for s in out.allocated:
             a = s.allocation
             if a is None or not (a.new_blocks or a.migrations):
                 continue
@@ -215,26 +218,29 @@ class ServingEngine:
                     logical=list(range(first, len(table))), banks=[b.bank for b in a.new_blocks],
                     slots=[b.slot for b in a.new_blocks], request_id=s.request.request_id))
         batch = [(s.num_new_tokens, s.num_context_tokens) for s in out.seqs]
-        prefill = sum(n for n, _ in batch if n > 1)
-        decode = len(batch) - sum(1 for n, _ in batch if n > 1)
+        num_tokens = [n for n, _ in batch]
+        total = sum(num_tokens)
+        decode = num_tokens.count(1)
+        prefill = total - decode
         kernels = self.plan.step_kernels(self.model, batch)
         layer_end = self.timing.launch(kernels, t, "prefill" if prefill else "decode", step=i)
         layer_us = layer_end - t
         outside = self.plan.outside_layer_kernels(self.model, batch)
         outside_us = sum(self.timing.cost(k).time_us for k in outside)
         model_us = layer_us * self.model.num_hidden_layers + outside_us + once_us
-        cached = sum(s.num_cached_tokens for s in out.seqs) // self.page_size
-        self._emit(StepEvent(
-            t_us=t, index=i, start_us=t, dur_us=layer_us, model_dur_us=model_us, num_seqs=len(batch),
-            prefill_tokens=prefill, decode_tokens=decode, token_budget=out.token_budget,
-            request_ids=[s.request.request_id for s in out.seqs], num_tokens=[n for n, _ in batch],
-            cached_blocks=cached if self.cache.prefix_caching else None))
+        cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with an allocation
+        self._emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
+            "t_us": float(t), "kind": "step", "index": i, "start_us": float(t), "dur_us": float(layer_us),
+            "model_dur_us": float(model_us), "num_seqs": len(batch), "prefill_tokens": prefill,
+            "decode_tokens": decode, "token_budget": out.token_budget,
+            "request_ids": [s.request.request_id for s in out.seqs], "num_tokens": num_tokens,
+            "cached_blocks": cached if self.cache.prefix_caching else None}))
         st = self.stats
         st.num_steps += 1
-        st.max_step_tokens = max(st.max_step_tokens, out.num_tokens)
+        st.max_step_tokens = max(st.max_step_tokens, total)
         st.max_step_seqs = max(st.max_step_seqs, len(batch))
         st.layer_us.append(layer_us)
-        self._snapshot(t, workspace_bytes(self.model, out.num_tokens))
+        self._snapshot(t, workspace_bytes(self.model, total))
         if self.shadow is not None:
             self._numerics(out, t, i, "prefill" if prefill else "decode")
         return t + model_us

@@ -61,18 +61,25 @@ class VllmRuntime(RuntimePlan):
         experts all the step's tokens touch."""
         if not batch:
             raise ValueError("a step needs at least one sequence")
+        prefills: list[tuple[int, int]] = []
+        num_decodes = decode_ctx = tokens = 0
         for n, ctx in batch:
-            _check(n, ctx)
-        prefills = [(n, ctx) for n, ctx in batch if n > 1]
-        decodes = [ctx + 1 for n, ctx in batch if n == 1]
+            if n < 1 or ctx < 0:
+                _check(n, ctx)
+            tokens += n
+            if n > 1:
+                prefills.append((n, ctx))
+            else:
+                num_decodes += 1
+                decode_ctx += ctx + 1  # a decode reads its context and its own new token
         attn: list[Kernel] = []
         if len(prefills) == 1:
             attn += self._prefill_attention(model, *prefills[0])
         elif prefills:
             attn.append(self._varlen_prefill_attention(model, prefills))
-        if decodes:
-            attn += self._decode_attention(model, sum(decodes) // len(decodes), len(decodes), sum(decodes))
-        return self._layer(model, sum(n for n, _ in batch), attn, dtype)
+        if num_decodes:
+            attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx)
+        return self._layer(model, tokens, attn, dtype)
 
     # -- the layer, around its attention -------------------------------------------------------------------------
     def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str) -> list[Kernel]:
