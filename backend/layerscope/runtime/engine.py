@@ -245,7 +245,7 @@ class _Engine:
         self._allocate(need, "prefill", chunk=c)
         stolen = self.faults.stolen_bandwidth("prefill", c, self.rng)
         ws = self._workspace(d.num_tokens)
-        scale = (1.0 - stolen) * path_bw_scale(self.spec.memory_path_contention, ws, self.gpu.l2_bytes)
+        scale = 1.0 - stolen  # memory_path_contention slows host-path traffic only (_refetch), not HBM
         kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
         self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
         end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
@@ -349,7 +349,9 @@ class _Engine:
             end = self._launch(switch + kernels, "decode", env, step=i, stages=stage_us)
             switch_us = stage_us.pop("switch_over", 0.0)
             layer_us = end - start
-            model_us = (layer_us - switch_us) * self.model.num_hidden_layers + switch_us + once_us
+            # whole-model kernels (embedding lookup, switch-over) are paid once per step, the rest once per layer
+            model_scope_us = sum(self._cost(k, env(k)).time_us for k in switch + kernels if k.scope == "model")
+            model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + once_us
             median = running[len(running) // 2] if running else model_us
             jitter = abs(model_us - median)
             if i > 0:  # step 0 carries the switch-over: a known outlier, kept out of the median
@@ -462,7 +464,8 @@ class _Engine:
             return 0, 0.0
         k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
                    shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory")
-        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW / self.gpu.hbm_bw))
+        path = path_bw_scale(self.spec.memory_path_contention, k.bytes, self.gpu.l2_bytes)
+        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW * path / self.gpu.hbm_bw))
         start = max(self.t, self._stream_free(COPY))
         self._kernel_event(c, "decode", start, None, step)
         self._streams[COPY] = start + c.time_us
@@ -726,7 +729,7 @@ class _Engine:
         self._emit(KernelEvent.model_validate(dict(
             t_us=start, kind="kernel", name=k.name, stage=k.stage, stage_kind=k.kind, phase=phase,
             stream=k.stream, start_us=start, dur_us=c.time_us, flops=k.flops, bytes=k.bytes, bound=c.bound,
-            hbm_util=c.hbm_util, l2_hit=c.l2_hit, chunk=chunk, step=step, shapes=k.shapes)))
+            hbm_util=c.hbm_util, l2_hit=c.l2_hit, chunk=chunk, step=step, shapes=k.shapes, scope=k.scope)))
 
     def _workspace(self, tokens: int) -> float:
         """One layer's transient activations for `tokens` tokens, bf16 (x, q, k, v, attention out, MLP)."""
