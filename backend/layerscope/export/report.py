@@ -364,11 +364,13 @@ def _tour_html(result: SimResultLike) -> str:
 
 def _claims_html(result: SimResultLike) -> str:
     rows = build_claims(result)
-    header = ("claim", "stated", "simulated", "unit", "verdict", "explanation")
+    header = ("claim", "stated", "simulated", "this run", "unit", "verdict", "setting", "explanation")
     body = []
     for r in rows:
-        cls = "ok" if r["verdict"] == "consistent" else "off" if r["verdict"].startswith("off by") else "na"
-        cells = [r["claim"], r["stated"], r["simulated"], r["unit"], r["verdict"], r["explanation"]]
+        cls = {"consistent": "ok", "off": "off"}.get(r["verdict"], "na")
+        verdict = r["verdict"] + (f" ({r['factor']:.3g}x)" if r.get("factor") else "")
+        cells = [r["claim"], r["stated"], r["simulated"], r.get("run"), r["unit"], verdict, r.get("setting", ""),
+                 r["explanation"]]
         body.append(f'<tr class="{cls}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in header)
     return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

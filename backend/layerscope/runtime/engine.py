@@ -428,7 +428,7 @@ class _Engine:
 
     def _migration_cost(self) -> KernelCost:
         k = Kernel("kv_page_migrate", "kv_migrate", "memory", 0.0, 2 * self.kv.page_bytes, stream=COPY,
-                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)")
+                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)", scope="model")
         return self._cost(k, CostEnv())
 
     def _emit_migration(self, m: Migration) -> None:
@@ -463,7 +463,8 @@ class _Engine:
         if not evicted:
             return 0, 0.0
         k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
-                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory")
+                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory",
+                   scope="model")
         path = path_bw_scale(self.spec.memory_path_contention, k.bytes, self.gpu.l2_bytes)
         c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW * path / self.gpu.hbm_bw))
         start = max(self.t, self._stream_free(COPY))
