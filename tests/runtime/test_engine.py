@@ -53,6 +53,8 @@ def test_summary_keys_and_whole_model_scaling() -> None:
     steps = [e for e in r.events if e.kind == "decode_step"]
     assert all(e.model_latency_us == pytest.approx(e.latency_us * 94) for e in steps)  # vllm: no switch-over
     assert any(k.startswith("share_decode_") for k in s)
+    # L2 reuse is not modelled: no phase-level hit rate is presented as if it were
+    assert not {"prefill_l2_hit", "decode_l2_hit"} & set(s)
 
 
 def test_article_first_step_pays_the_switch_over() -> None:
