@@ -81,13 +81,12 @@ class ChunkScheduler:
         return out
 
 
-def path_bw_scale(contention: float, transfer_bytes: float, l2_bytes: float) -> float:
-    """Bandwidth left to a transfer that crosses the host memory path (re-fetching evicted KV pages from host
-    memory) when that path is contended, as on a two-socket host with cross-socket traffic.
+def path_bw_scale(contention: float) -> float:
+    """Share of the host link's bandwidth left to a transfer that crosses the host memory path (re-fetching
+    evicted KV pages from host memory) when cross-socket traffic contends for that path, as on a two-socket host.
 
     Only host traffic crosses this path: a GPU kernel's HBM reads never do, so HBM bandwidth is not scaled.
-    Model (an assumption, the article's words): queueing on the shared path grows with the bytes in flight,
-    counted in L2-sized bursts beyond the first. At contention 0, 1.
+    Model (an assumption, not a measurement): `contention` is the competing traffic per byte of ours (0..1), and
+    the path is shared fairly, so the transfer gets 1 / (1 + contention) of it: all of it at 0, half at 1.
     """
-    spill_tiles = max(0.0, transfer_bytes / l2_bytes - 1.0)
-    return 1.0 / (1.0 + contention * spill_tiles)
+    return 1.0 / (1.0 + contention)

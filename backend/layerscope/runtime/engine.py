@@ -465,7 +465,7 @@ class _Engine:
         k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
                    shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory",
                    scope="model")
-        path = path_bw_scale(self.spec.memory_path_contention, k.bytes, self.gpu.l2_bytes)
+        path = path_bw_scale(self.spec.memory_path_contention)
         c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW * path / self.gpu.hbm_bw))
         start = max(self.t, self._stream_free(COPY))
         self._kernel_event(c, "decode", start, None, step)
