@@ -203,6 +203,15 @@ class SummaryEvent(_Event):
     figures: dict[str, float | int | bool | str]
 
 
+class RunEvent(_Event):
+    """First line of a recording (`layerscope run --events`, `POST /api/events`), never made by the engine: the
+    spec the events were simulated from, so a replay shows that run and no other."""
+
+    kind: Literal["run"] = "run"
+    scenario: str = Field(..., description="the spec's name")
+    spec: dict[str, Any] = Field(..., description="the validated scenario spec, defaults filled in")
+
+
 Event = Annotated[
     PhaseEvent
     | KernelEvent
@@ -219,7 +228,8 @@ Event = Annotated[
     | CrcEvent
     | NumericsEvent
     | ExpertsEvent
-    | SummaryEvent,
+    | SummaryEvent
+    | RunEvent,
     Field(discriminator="kind"),
 ]
 
@@ -229,7 +239,7 @@ EVENT_KINDS = tuple(
     for m in (
         PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
         PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent,
+        NumericsEvent, ExpertsEvent, SummaryEvent, RunEvent,
     )
 )
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
