@@ -53,6 +53,9 @@ class KernelEvent(_Event):
     chunk: int | None = None  # prefill chunk id
     step: int | None = None  # decode step
     shapes: str = ""  # human-readable shapes, e.g. "x[4096,4096] @ W[4096,9216]"
+    # "model": a whole-model cost paid once per step (embedding lookup, the article's switch-over), drawn apart
+    # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
+    scope: Literal["layer", "model"] = "layer"
 
 
 class ChunkEvent(_Event):
