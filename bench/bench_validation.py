@@ -31,9 +31,12 @@ class Measured:
     scheduler: dict[str, Any] = field(default_factory=dict)
 
 
+# Engines of 2025 up to v0.11 ran without async scheduling unless --async-scheduling was passed (neither report
+# passes it): the host's step work is exposed (runtime/sharded.py host_step_us).
+SYNC = {"async_scheduling": False}
 # [T] tenstorrent/tt-inference-server#340: vLLM on one A100 80GB, Qwen3-30B-A3B, one request at a time.
 T = [
-    Measured("T", f"Qwen3-30B-A3B 1xA100 conc 1, {isl}/{osl}", "qwen3-30b-a3b", "a100-80g-sxm", {"tp": 1},
+    Measured("T", f"Qwen3-30B-A3B 1xA100 conc 1, {isl}/{osl}", "qwen3-30b-a3b", "a100-80g-sxm", SYNC | {"tp": 1},
              {"num_requests": n, "input_len": isl, "output_len": osl, "max_concurrency": 1},
              {"mean_ttft_ms": ttft, "mean_tpot_ms": tpot})
     for isl, osl, n, ttft, tpot in [
@@ -45,24 +48,24 @@ T = [
 # max_num_seqs 1024: vLLM V1's default for the OpenAI server on >= 70 GiB GPUs (an assumption about that run).
 G_SCHED = {"max_num_seqs": 1024}
 G = [
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
              {"num_requests": 500, "input_len": 2000, "output_len": 100},
              {"duration": 43.91, "median_ttft_ms": 20242.32, "median_tpot_ms": 108.64, "mean_tpot_ms": 101.08,
               "total_token_throughput": 23858.69}, G_SCHED),
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
              {"num_requests": 500, "input_len": 4000, "output_len": 200},
              {"median_ttft_ms": 48562.54, "median_tpot_ms": 72.58, "mean_tpot_ms": 68.94,
               "total_token_throughput": 21113.53}, G_SCHED),
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
              {"num_requests": 100, "input_len": 32000, "output_len": 100},
              {"duration": 141.60, "median_ttft_ms": 70737.29, "median_tpot_ms": 134.49,
               "total_token_throughput": 22657.51}, G_SCHED),
     Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 2000/100, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
-             {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 2000, "output_len": 100},
+             SYNC | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 2000, "output_len": 100},
              {"duration": 55.28, "median_ttft_ms": 26155.54, "median_tpot_ms": 140.65},
              {**G_SCHED, "max_num_batched_tokens": 16384}),
     Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 4000/200, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
-             {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 4000, "output_len": 200},
+             SYNC | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 4000, "output_len": 200},
              {"duration": 126.76, "median_ttft_ms": 61048.35, "median_tpot_ms": 94.78},
              {**G_SCHED, "max_num_batched_tokens": 16384}),
 ]
