@@ -1,7 +1,8 @@
 """Simulated vs published serving measurements of Qwen3 MoE models (sources in bench/README.md).
 
 Nothing here was fitted: the cost model's constants come from `layerscope calibrate` on Vidur's Llama-2-7B kernel
-profiles, so every row below is held out. Prints one JSON line (the error table and the simulator's wall time).
+profiles and from published fused_moe kernel microbenchmarks (hardware/fused_moe_fit.py), so every row below is held
+out. Prints one JSON line (the error table and the simulator's wall time).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_validation.py [--quick]
 """
@@ -71,9 +72,23 @@ G = [
 ]
 
 
+# [V] vLLM PR #23151 (2025-08-19), "WO tuned configs": `vllm serve Qwen/Qwen3-30B-A3B` on one H100, TP 1, bf16,
+# `benchmark_serving.py --dataset-name random --random-input 2048 --random-output 1024 --max-concurrency 10
+# --num-prompt 100` (no --ignore-eos: 101,576 of 102,400 output tokens were generated).
+V = [
+    Measured("V", "Qwen3-30B-A3B 1xH100 conc 10, 100 x 2048/1024", "qwen3-30b-a3b", "h100-sxm", SYNC | {"tp": 1},
+             {"num_requests": 100, "input_len": 2048, "output_len": 1024, "max_concurrency": 10},
+             {"duration": 137.30, "mean_ttft_ms": 267.22, "median_ttft_ms": 300.05, "mean_tpot_ms": 13.18,
+              "median_tpot_ms": 13.17, "total_token_throughput": 2226.78}),
+]
+# vLLM V1 serves with automatic prefix caching on unless --no-enable-prefix-caching (no report passes it): a
+# preempted request finds its computed blocks again in the cache instead of recomputing its whole prompt.
+V1_SCHEDULER = {"prefix_caching": True}
+
+
 def spec_of(m: Measured) -> ScenarioSpec:
     return ScenarioSpec(name="validation", model=m.model, gpu=m.gpu, runtime="vllm", deployment=m.deployment,
-                        workload=m.workload, scheduler=m.scheduler or {})
+                        workload=m.workload, scheduler=V1_SCHEDULER | (m.scheduler or {}))
 
 
 def run(rows: list[Measured]) -> list[dict[str, Any]]:
@@ -106,7 +121,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="the one-GPU rows only")
     args = p.parse_args()
-    rows = run(T if args.quick else T + G)
+    rows = run(T if args.quick else T + V + G)
     tpot = [abs(r["rel_error"]) for r in rows if r["metric"] in ("median_tpot_ms", "mean_tpot_ms")]
     print(json.dumps({"bench": "validation", "rows": rows,
                       "tpot_abs_error_median": round(statistics.median(tpot), 3),
