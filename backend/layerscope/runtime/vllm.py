@@ -2,7 +2,8 @@
 nsys profile shows, with their shapes.
 
     input_norm    rms_norm_kernel
-    qkv_proj      cuBLAS GEMM x[T,h] @ W[h, q+2kv]          (fp8: CUTLASS scaled_mm)
+    qkv_proj      cuBLAS GEMM x[T,h] @ W[h, q+2kv]          (fp8: per_token_group_quant_fp8, then CUTLASS scaled_mm;
+                                                             every fp8 GEMM below quantizes its input the same way)
     qk_norm_rope  fused_qk_norm_rope_kernel                   (no q/k norm: rotary_embedding_kernel)
     attention     reshape_and_cache_flash_kernel (paged KV write), then
                   flash_fwd_kernel (varlen, causal) | flash_fwd_splitkv_kernel (paged decode)
