@@ -53,6 +53,9 @@ class KernelEvent(_Event):
     chunk: int | None = None  # prefill chunk id
     step: int | None = None  # decode step
     shapes: str = ""  # human-readable shapes, e.g. "x[4096,4096] @ W[4096,9216]"
+    # "model": a whole-model cost paid once per step (embedding lookup, the article's switch-over), drawn apart
+    # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
+    scope: Literal["layer", "model"] = "layer"
 
 
 class ChunkEvent(_Event):
@@ -234,6 +237,15 @@ class SummaryEvent(_Event):
     figures: dict[str, float | int | bool | str]
 
 
+class RunEvent(_Event):
+    """First line of a recording (`layerscope run --events`, `POST /api/events`), never made by the engine: the
+    spec the events were simulated from, so a replay shows that run and no other."""
+
+    kind: Literal["run"] = "run"
+    scenario: str = Field(..., description="the spec's name")
+    spec: dict[str, Any] = Field(..., description="the validated scenario spec, defaults filled in")
+
+
 Event = Annotated[
     PhaseEvent
     | KernelEvent
@@ -252,7 +264,8 @@ Event = Annotated[
     | CrcEvent
     | NumericsEvent
     | ExpertsEvent
-    | SummaryEvent,
+    | SummaryEvent
+    | RunEvent,
     Field(discriminator="kind"),
 ]
 
@@ -262,7 +275,7 @@ EVENT_KINDS = tuple(
     for m in (
         PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
         PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent,
+        NumericsEvent, ExpertsEvent, SummaryEvent, RunEvent,
     )
 )
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.

@@ -24,6 +24,7 @@ class GPU:
     l2_bytes: float
     sms: int
     l2_bw_factor: float = 3.0  # L2 bandwidth / HBM bandwidth; an assumption (microbenchmarks show ~2.5-4x)
+    arch: str = "hopper"  # ampere | hopper | blackwell: which published attention kernel figures apply (cost.py)
 
     def peak_flops(self, dtype: str) -> float:
         """Tensor peak for a GEMM in `dtype`; int2/int4 weights are dequantized to bf16 before the MMA."""
@@ -51,6 +52,7 @@ A100_80G_SXM = GPU(
     hbm_bytes=80 * GB,
     l2_bytes=40 * MiB,
     sms=108,
+    arch="ampere",
 )
 
 # H100 SXM5 80GB. NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 1,979 TFLOPS and FP8 3,958 TFLOPS
@@ -65,6 +67,7 @@ H100_SXM = GPU(
     hbm_bytes=80 * GB,
     l2_bytes=50 * MiB,
     sms=132,
+    arch="hopper",
 )
 
 # H200 SXM 141GB. NVIDIA H200 Tensor Core GPU datasheet (2024): same compute as H100 SXM (BF16 1,979 /
@@ -79,6 +82,7 @@ H200 = GPU(
     hbm_bytes=141 * GB,
     l2_bytes=50 * MiB,
     sms=132,
+    arch="hopper",
 )
 
 # B200 (HGX B200, 1,000 W). NVIDIA HGX B200 datasheet / Blackwell architecture technical brief (2024):
@@ -96,6 +100,7 @@ B200 = GPU(
     hbm_bytes=180 * GB,
     l2_bytes=126 * MiB,
     sms=148,
+    arch="blackwell",
 )
 
 GPUS: dict[str, GPU] = {g.name: g for g in (A100_80G_SXM, H100_SXM, H200, B200)}

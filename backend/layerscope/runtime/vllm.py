@@ -28,7 +28,7 @@ from layerscope.hardware.cost import (
     flash_prefill_bytes,
 )
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import Kernel
+from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 GEMM_NAMES = {
@@ -153,6 +153,7 @@ class VllmRuntime(RuntimePlan):
                 byts,
                 shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{ctx + t},{m.num_key_value_heads}]"
                 " causal, varlen",
+                attn=AttentionShape(t, ctx, m.head_dim, causal=True),
             )
         ]
 
@@ -185,6 +186,7 @@ class VllmRuntime(RuntimePlan):
                 flops,
                 byts,
                 shapes=f"q[{batch},{m.num_attention_heads},{m.head_dim}] x paged kv[{ctx}] per sequence",
+                attn=AttentionShape(1, ctx - 1, m.head_dim, causal=True),
             )
         ]
 

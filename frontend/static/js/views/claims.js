@@ -1,6 +1,17 @@
-// The article's stated figures beside what this run measured (from loaded.claims).
+// The article's stated figures beside what LayerScope simulates (from loaded.claims). A claim the article made
+// in its own setting is simulated there (a probe run of that setting); "this run" is the open run's own figure.
 
 import { esc } from "../format.js";
+
+const VERDICT_CLASS = { consistent: "ok", off: "off" };
+const VERDICT_TITLE = {
+  consistent: "within the claim's tolerance",
+  off: "outside the claim's tolerance",
+  "not-exercised": "the setting does not exercise this, or LayerScope does not model it",
+  "not-stated": "the article's figure is not quoted in the source material",
+  input: "the article's own constant, given to the simulator: nothing to compare",
+  setting: "the scenario chose another value than the article's default: a choice, not a claim",
+};
 
 export function renderClaims(el, claims) {
   if (!claims || !claims.length) {
@@ -10,17 +21,24 @@ export function renderClaims(el, claims) {
   const rows = claims
     .map((c) => {
       const verdict = String(c.verdict || "");
-      const cls = /^consistent/i.test(verdict) ? "ok" : /^off/i.test(verdict) ? "off" : "na";
+      const cls = VERDICT_CLASS[verdict] || "na";
+      const factor = typeof c.factor === "number" && isFinite(c.factor) ? ` (${c.factor.toPrecision(3)}x)` : "";
+      const cell = (v) => `<td class="num">${esc(fmt(v))}${v === null || v === undefined ? "" : ` ${esc(c.unit || "")}`}</td>`;
+      const title = `${c.explanation || ""}${c.setting ? `\nSimulated in: ${c.setting}` : ""}`;
       return (
-        `<tr title="${esc(c.explanation || "")}"><td>${esc(c.claim)}</td><td class="num">${esc(fmt(c.stated))} ${esc(c.unit || "")}</td>` +
-        `<td class="num">${esc(fmt(c.simulated))} ${esc(c.unit || "")}</td><td class="${cls}">${esc(verdict)}</td></tr>`
+        `<tr title="${esc(title)}" data-verdict="${esc(verdict)}"><td>${esc(c.claim)}</td>` +
+        `${cell(c.stated)}${cell(c.simulated)}${cell(c.run)}` +
+        `<td class="${cls}" title="${esc(VERDICT_TITLE[verdict] || "")}">${esc(verdict + factor)}</td></tr>`
       );
     })
     .join("");
   el.innerHTML =
     '<table><thead><tr><th title="What the article states">claim</th><th title="The article\'s figure">stated</th>' +
-    '<th title="What this run computes for the chosen model and GPU (simulated at full size)">simulated</th>' +
-    `<th title="Consistent, or off by a stated factor; hover a row for the physical explanation">verdict</th></tr></thead><tbody>${rows}</tbody></table>`;
+    '<th title="Simulated at full size in the claim\'s own setting: the article\'s (a probe run) for the figures it ' +
+    'measured there, else this run; hover a row for the setting">simulated</th>' +
+    '<th title="The same figure in the run on screen (simulated at full size)">this run</th>' +
+    '<th title="consistent, off (how many times apart), not-exercised, not-stated, input or setting; hover a row for ' +
+    `the physical explanation">verdict</th></tr></thead><tbody>${rows}</tbody></table>`;
 }
 
 function fmt(v) {

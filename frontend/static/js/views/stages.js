@@ -1,5 +1,6 @@
-// Per-stage time, prefill vs decode (share of each phase's kernel time), with duration-weighted
-// HBM bandwidth utilisation and L2 hit rate per stage.
+// Per-stage time, prefill vs decode (share of each phase's per-layer kernel time), with duration-weighted
+// HBM bandwidth utilisation per stage. Whole-model kernels (scope "model": the embedding lookup, the article's
+// switch-over) are not a layer's stage share. No L2 hit rate: L2 reuse is not modelled (docs/design.md).
 
 import { PHASE, PLOT_CONFIG, plotLayout } from "../colors.js";
 import { us } from "../format.js";
@@ -8,16 +9,15 @@ function totals(kernels, phase) {
   const by = new Map();
   let sum = 0;
   for (const k of kernels) {
-    if (k.phase !== phase) continue;
+    if (k.phase !== phase || k.scope === "model") continue;
     let r = by.get(k.stage);
     if (!r) {
-      r = { us: 0, n: 0, hbm: 0, l2: 0, kind: k.stage_kind };
+      r = { us: 0, n: 0, hbm: 0, kind: k.stage_kind };
       by.set(k.stage, r);
     }
     r.us += k.dur_us;
     r.n += 1;
     r.hbm += k.hbm_util * k.dur_us;
-    r.l2 += k.l2_hit * k.dur_us;
     sum += k.dur_us;
   }
   return { by, sum };
@@ -48,10 +48,10 @@ export class StagesView {
       traces.push({
         type: "bar", name: `${phase} share`, x: stages, y: rows.map((r) => (100 * r.us) / (sum || 1)),
         marker: { color: PHASE[phase] }, offsetgroup: phase,
-        customdata: rows.map((r) => [us(r.us), r.n, us(r.us / r.n), (100 * r.hbm) / r.us, (100 * r.l2) / r.us]),
+        customdata: rows.map((r) => [us(r.us), r.n, us(r.us / r.n), (100 * r.hbm) / r.us]),
         hovertemplate:
           `<b>%{x}</b> (${phase})<br>%{y:.1f}% of ${phase} kernel time<br>%{customdata[0]} in %{customdata[1]} launches` +
-          " (%{customdata[2]} each)<br>HBM util %{customdata[3]:.0f}% · L2 hit %{customdata[4]:.0f}%<extra>simulated at full size</extra>",
+          " (%{customdata[2]} each)<br>HBM util %{customdata[3]:.0f}%<extra>simulated at full size</extra>",
       });
       traces.push({
         type: "scatter", mode: "markers", name: `${phase} HBM util`, x: stages, y: rows.map((r) => (100 * r.hbm) / r.us), yaxis: "y2",

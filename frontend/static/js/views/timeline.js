@@ -12,7 +12,9 @@ function hover(k) {
   return (
     `<b>${k.name}</b><br>${k.stage} · ${k.stage_kind} · ${k.phase} ${where}<br>` +
     `start ${us(k.start_us)}, ${us(k.dur_us)}<br>${k.shapes || ""}<br>` +
-    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)} · L2 hit ${pct(k.l2_hit)}` +
+    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)}` +
+    (k.l2_hit > 0 ? ` · ${pct(k.l2_hit)} of bytes from L2-resident data` : "") +
+    (k.scope === "model" ? "<br>whole-model cost, paid once per step" : "") +
     `<br><i>simulated at full size</i>`
   );
 }
