@@ -255,7 +255,7 @@ class _Engine:
         stolen = self.faults.stolen_bandwidth("prefill", c, self.rng)
         ws = self._workspace(d.num_tokens)
         scale = 1.0 - stolen  # memory_path_contention slows host-path traffic only (_refetch), not HBM
-        kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
+        kernels = self.plan.step_kernels(self.model, [(d.num_tokens, d.token_start)])
         self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
         end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
         if stolen > 0:  # what the chunk would have taken with its bandwidth: the thief shows as the difference
@@ -345,7 +345,7 @@ class _Engine:
                 extra_bytes += len(self.stale) * self.kv.page_bytes_layer
                 extra_us += len(self.stale) * STALE_RETRY_US
             stolen = self.faults.stolen_bandwidth("decode", i, self.rng)
-            kernels = self.plan.decode_step(self.model, context + 1)
+            kernels = self.plan.step_kernels(self.model, [(1, context)])
             reader = _kv_reader(kernels)
             switch = self.plan.switch_over(self.model) if i == 0 else []
 
