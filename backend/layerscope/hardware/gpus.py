@@ -11,6 +11,14 @@ from dataclasses import dataclass
 TB = 1e12
 GB = 1e9
 MiB = 1024**2
+GiB = 1024**3
+
+# device_bytes: the total torch.cuda.mem_get_info() reports, which vLLM logs as total_gpu_memory. H100 SXM 80GB:
+# 79.22 GiB (vLLM PR #10511's memory-profiling log). For the others no such log was at hand: nvidia-smi's totals
+# (A100 80GB 81920 MiB, H200 143771 MiB, B200 183359 MiB) less the 0.43 GiB the H100 shows between nvidia-smi
+# (81559 MiB) and torch: an estimate, labelled as such.
+# nvlink_bw: NVLink per GPU per direction (half the datasheets' bidirectional figures): A100 NVLink 3 600 GB/s,
+# H100/H200 NVLink 4 900 GB/s, B200 NVLink 5 1.8 TB/s.
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,13 @@ class GPU:
     sms: int
     l2_bw_factor: float = 3.0  # L2 bandwidth / HBM bandwidth; an assumption (microbenchmarks show ~2.5-4x)
     arch: str = "hopper"  # ampere | hopper | blackwell: which published attention kernel figures apply (cost.py)
+    device_bytes: float = 0.0  # what the device reports (torch.cuda.mem_get_info total): vLLM's "total_gpu_memory"
+    nvlink_bw: float = 0.0  # NVLink bandwidth per GPU per direction, bytes/s (0 = none)
+
+    @property
+    def memory_bytes(self) -> float:
+        """The capacity vLLM's gpu_memory_utilization is a fraction of."""
+        return self.device_bytes or self.hbm_bytes
 
     def peak_flops(self, dtype: str) -> float:
         """Tensor peak for a GEMM in `dtype`; int2/int4 weights are dequantized to bf16 before the MMA."""
@@ -52,6 +67,8 @@ A100_80G_SXM = GPU(
     hbm_bytes=80 * GB,
     l2_bytes=40 * MiB,
     sms=108,
+    device_bytes=81920 * MiB - 0.43 * GiB,
+    nvlink_bw=300 * GB,
     arch="ampere",
 )
 
@@ -67,6 +84,8 @@ H100_SXM = GPU(
     hbm_bytes=80 * GB,
     l2_bytes=50 * MiB,
     sms=132,
+    device_bytes=79.22 * GiB,
+    nvlink_bw=450 * GB,
     arch="hopper",
 )
 
@@ -82,6 +101,8 @@ H200 = GPU(
     hbm_bytes=141 * GB,
     l2_bytes=50 * MiB,
     sms=132,
+    device_bytes=143771 * MiB - 0.43 * GiB,
+    nvlink_bw=450 * GB,
     arch="hopper",
 )
 
@@ -100,6 +121,8 @@ B200 = GPU(
     hbm_bytes=180 * GB,
     l2_bytes=126 * MiB,
     sms=148,
+    device_bytes=183359 * MiB - 0.43 * GiB,
+    nvlink_bw=900 * GB,
     arch="blackwell",
 )
 

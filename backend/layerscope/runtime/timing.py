@@ -92,5 +92,4 @@ class Timing:
             "t_us": float(start), "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind,
             "phase": phase, "stream": k.stream, "start_us": float(start), "dur_us": float(c.time_us),
             "flops": float(k.flops), "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util),
-            "l2_hit": float(c.l2_hit), "chunk": chunk, "step": step, "shapes": k.shapes,
-            "scope": k.scope}))
+            "l2_hit": float(c.l2_hit), "chunk": chunk, "step": step, "shapes": k.shapes, "scope": k.scope}))

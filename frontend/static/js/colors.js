@@ -8,6 +8,7 @@ export const STAGE_KIND = {
   elementwise: "#7dcfff",
   memory: "#bb9af7",
   overhead: "#737aa2",
+  collective: "#ff79c6",
   scheduler: "#ff9e64",
   cache: "#bb9af7",
 };
