@@ -111,6 +111,7 @@ def test_run_a_workload_from_a_trace_with_dotted_sets(tmp_path: Path, capsys: py
     out, err = capsys.readouterr()
     assert rc == 0 and err == ""
     assert "successful requests" in out and "P99 TPOT" in out and "prefix cache hit rate" in out
+    assert "free_queue allocator" in out.splitlines()[0]
     events = [parse_event(json.loads(line)) for line in ev.read_text().splitlines()]
     assert sum(e.kind == "request" and e.what == "finished" for e in events) == 40
     assert events[-1].figures["completed"] == 40
