@@ -5,12 +5,13 @@ Every bound here is also what keeps a request from making the server allocate wi
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
@@ -108,6 +109,11 @@ class WorkloadSpec(Strict):
     trace: str | None = Field(
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
+
+    @field_serializer("request_rate", when_used="json")
+    def _rate_json(self, v: float) -> float | str:
+        """JSON has no inf: "Infinity", which pydantic reads back (model_dump(mode="json") too, for the server)."""
+        return "Infinity" if math.isinf(v) else v
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:

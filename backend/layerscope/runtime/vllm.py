@@ -69,7 +69,7 @@ class VllmRuntime(RuntimePlan):
             if n < 1 or ctx < 0:
                 _check(n, ctx)
             tokens += n
-            if n > 1:
+            if n > 1 or ctx == 0:  # a decode always has context: a 1-token prompt is a prefill
                 prefills.append((n, ctx))
             else:
                 num_decodes += 1
