@@ -3,7 +3,9 @@
     time = launch (+ gemm_setup for a GEMM) + max(compute, memory) + overlap * min(compute, memory)
 
     memory  = HBM bytes / (peak BW * eff)  +  L2-resident bytes / (L2 BW * eff)
-              eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones
+              eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones, and the
+              architecture's FUSED_MOE stream_eff for vLLM's Triton fused_moe kernel (which also pays
+              FUSED_MOE setup_us per launch)
     compute = GEMM-shaped work: FLOPs x tile padding x wave quantization / (tensor peak x gemm_eff)
               (tile quantization: M and N round up to 128x128 tiles, M to 64 or 16 rows in the small-M
               regime; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
@@ -12,8 +14,9 @@
               mask and sequence length (attention_efficiency below), not the GEMM efficiency
               other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
 
-Only FittedConstants below are fitted; everything else is a public figure (hardware/gpus.py) or shape
-arithmetic. The fit and its held-out errors: hardware/calibration.py, `layerscope calibrate`.
+Only FittedConstants and FUSED_MOE below are fitted; everything else is a public figure (hardware/gpus.py) or
+shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`, Vidur's GEMM and
+elementwise profiles) and hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe call).
 """
 
 from __future__ import annotations
