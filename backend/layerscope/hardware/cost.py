@@ -5,7 +5,9 @@
     memory  = HBM bytes / (peak BW * eff)  +  L2-resident bytes / (L2 BW * eff)
               eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones, and the
               architecture's FUSED_MOE stream_eff for vLLM's Triton fused_moe kernel (which also pays
-              FUSED_MOE setup_us per launch)
+              FUSED_MOE setup_us per launch), and DECODE_ATTENTION stream_eff for the paged split-KV decode
+              (which pays DECODE_ATTENTION setup_us per call, its grid sized by FlashAttention's split heuristic);
+              a grid of fewer CTAs than SMs streams with only its SMs' share of the bandwidth
     compute = GEMM-shaped work: FLOPs x tile padding x wave quantization / (tensor peak x gemm_eff)
               (tile quantization: M and N round up to 128x128 tiles, M to 64 or 16 rows in the small-M
               regime; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
@@ -14,9 +16,10 @@
               mask and sequence length (attention_efficiency below), not the GEMM efficiency
               other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
 
-Only FittedConstants and FUSED_MOE below are fitted; everything else is a public figure (hardware/gpus.py) or
-shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`, Vidur's GEMM and
-elementwise profiles) and hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe call).
+Only FittedConstants, FUSED_MOE and DECODE_ATTENTION below are fitted; everything else is a public figure
+(hardware/gpus.py) or shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`,
+Vidur's GEMM and elementwise profiles), hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe
+call) and hardware/decode_attention_fit.py (published decode attention kernel timings).
 """
 
 from __future__ import annotations
@@ -215,11 +218,10 @@ class CostModel:
         if self.fused_moe is not None and is_fused_moe(k):
             eff = self.fused_moe.stream_eff
         ctas = k.ctas
-        d = self.decode_attention
-        if d is not None and is_paged_decode(k):
+        d, a = self.decode_attention, k.attn
+        if d is not None and a is not None and is_paged_decode(k):
             eff = d.stream_eff
-            ctas = decode_attention_ctas(k.attn.batch, k.attn.kv_heads, k.attn.context_before + 1, g.sms,
-                                         d.ctas_per_sm)
+            ctas = decode_attention_ctas(a.batch, a.kv_heads, a.context_before + 1, g.sms, d.ctas_per_sm)
         l2 = self.l2_served(k, env)
         hbm = k.bytes - l2 + env.extra_bytes
         share = min(1.0, ctas / g.sms) if ctas > 0 else 1.0  # a small grid only has its SMs' load units

@@ -11,12 +11,13 @@ None of these kernel timings is a serving measurement: bench/bench_validation.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from layerscope.hardware.cost import DECODE_ATTENTION, CostModel, DecodeAttentionConstants
 from layerscope.hardware.gpus import GPU, gpu
+from layerscope.runtime.kernels import Kernel
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ class DecodeFit:
     rows: list[dict]  # per measured point: source, context, measured_us, simulated_us (stored constants), error
 
 
-def call_kernel(b: DecodeBenchmark, context: int):  # noqa: ANN201 (a Kernel; runtime imports hardware)
+def call_kernel(b: DecodeBenchmark, context: int) -> Kernel:
+    """The plan's own decode attention kernel for the benchmark's shape (bf16 KV)."""
     from layerscope.runtime.vllm import paged_decode_kernel  # runtime imports hardware: import here
 
     return paged_decode_kernel(b.batch, context, b.batch * context, b.q_heads, b.kv_heads, b.head_dim, 2.0)
@@ -115,7 +117,7 @@ def fit_all() -> dict[str, DecodeFit]:
 
 def main() -> None:
     for arch, f in fit_all().items():
-        print(arch, replace(f.constants))
+        print(arch, f.constants)
         for r in f.rows:
             print("  ", r)
 
