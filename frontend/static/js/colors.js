@@ -75,3 +75,38 @@ export function plotLayout(extra = {}) {
 }
 
 export const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+
+// Serving: one hue per request (golden-angle steps around the colour wheel, so neighbours differ), and the
+// states of a request lane. The same request keeps its colour in the lanes, the bank map and the hovers.
+export function requestColor(id) {
+  const h = (id * 137.508) % 360;
+  return `hsl(${h.toFixed(1)}, 70%, 62%)`;
+}
+
+export function requestRGB(id) {
+  // hsl(h, 70%, 62%) as [r, g, b] for the bank map's ImageData
+  const h = ((id * 137.508) % 360) / 360;
+  const s = 0.7;
+  const l = 0.62;
+  const q = l + s - l * s;
+  const p = 2 * l - q;
+  const f = (t) => {
+    const u = t < 0 ? t + 1 : t > 1 ? t - 1 : t;
+    if (u < 1 / 6) return p + (q - p) * 6 * u;
+    if (u < 1 / 2) return q;
+    if (u < 2 / 3) return p + (q - p) * (2 / 3 - u) * 6;
+    return p;
+  };
+  return [f(h + 1 / 3), f(h), f(h - 1 / 3)].map((v) => Math.round(v * 255));
+}
+
+export const REQUEST_STATE = {
+  waiting: "#414868",
+  prefill: PHASE.prefill,
+  decode: PHASE.decode,
+  preempted: "#ff5370",
+  recompute: "#e0af68",
+  finished: "#9ece6a",
+};
+
+export const STEP_MIX = { prefill: PHASE.prefill, decode: PHASE.decode, budget: "#c0caf5", duration: "#bb9af7", cached: "#9ece6a" };

@@ -4,6 +4,7 @@
 import { us } from "./format.js";
 
 const FORM_FIELDS = ["prompt_len", "chunk_size", "decode_steps", "gpu", "model", "runtime", "allocator", "decode_page_hint", "free_hbm_gib"];
+const DOTTED = /^(deployment|workload|scheduler)\.[a-z_]+$/; // nested overrides kept in the URL too
 const NUMERIC = new Set(["prompt_len", "chunk_size", "decode_steps", "free_hbm_gib"]);
 // One representative fault per kind (the form offers the kind; these say where and how hard).
 const FAULT_DEFAULTS = {
@@ -117,6 +118,7 @@ export class Controls {
     const name = q.get("scenario") || defaultScenario || (list[0] && list[0].name);
     const set = {};
     for (const f of FORM_FIELDS) if (q.has(f)) set[f] = parse(f, q.get(f));
+    for (const [k, v] of q) if (DOTTED.test(k)) set[k] = scalar(v); // deployment.tp=8, workload.max_concurrency=16
     if (q.has("fault")) set.faults = q.get("fault") ? [FAULT_DEFAULTS[q.get("fault")]].filter(Boolean) : [];
     if (Object.keys(set).length) this.form.classList.remove("hidden"); // a shared view shows what it changed
     if (name) await this.choose(name, set);
@@ -142,8 +144,16 @@ export class Controls {
     const fault = data.get("fault");
     const presetFault = this.preset && this.preset.faults.length ? this.preset.faults[0].kind : "";
     if (fault !== presetFault) set.faults = fault ? [FAULT_DEFAULTS[fault]] : [];
+    for (const [k, v] of Object.entries(this.currentSet || {})) if (DOTTED.test(k)) set[k] = v; // the card's overrides stay
     $("form-error").textContent = "";
     this.pendingURL = [this.select.value, set]; // the URL changes once the server accepted the settings
+    this.conn.send({ type: "load", scenario: this.select.value, set });
+  }
+
+  // Reload the current scenario with the current overrides plus `extra` (dotted keys: deployment.tp, ...).
+  loadWith(extra) {
+    const set = { ...(this.currentSet || {}), ...extra };
+    this.pendingURL = [this.select.value, set];
     this.conn.send({ type: "load", scenario: this.select.value, set });
   }
 
@@ -205,6 +215,13 @@ export class Controls {
       this.clock.textContent = `${us(t)} / ${us(this.store.duration)}`;
     }
   }
+}
+
+function scalar(v) {
+  if (v === "true" || v === "false") return v === "true";
+  if (v === "null") return null;
+  const n = Number(v);
+  return v !== "" && Number.isFinite(n) ? n : v;
 }
 
 function parse(field, value) {

@@ -15,6 +15,13 @@ import { TimelineView, fillLegend } from "./views/timeline.js";
 import { TopologyView } from "./views/topology.js";
 import { Tour } from "./views/tour.js";
 import { Connection } from "./ws.js";
+import { ServingState } from "./serving.js";
+import { DeploymentView } from "./views/deployment.js";
+import { KvBlocksView } from "./views/kvblocks.js";
+import { LatencyDistView } from "./views/latencydist.js";
+import { RequestsView, fillRequestLegend } from "./views/requests.js";
+import { StepMixView } from "./views/stepmix.js";
+import { SweepView } from "./views/sweep.js";
 
 const PLOT_INTERVAL_MS = 250; // a Plotly view redraws at most this often while playing
 const PLOT_BUDGET = 0.3; // while playing, Plotly redraws take at most ~30% of the main thread
@@ -30,16 +37,26 @@ if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includ
   }).observe({ type: "longtask", buffered: true });
 }
 
+const serving = new ServingState(store); // request, step and deployment events, beside the store
 const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"));
+timeline.serving = serving; // step boundaries
 fillLegend($("timeline-legend"));
 const memory = new MemoryView($("memory-plot"), store);
 const latency = new LatencyView($("latency-plot"), store);
-const plots = [timeline, memory, latency, new StagesView($("stages-plot"), store), new ExpertsView($("experts-plot"), store, $("experts-info"))];
+const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"));
+fillRequestLegend($("requests-legend"));
+const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"));
+const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"));
+const kvblocks = new KvBlocksView($("kvblocks-plot"), store, serving);
+const servingPanels = [$("requests"), $("step-mix"), $("latency-dist")];
+const servingPlots = new Set([requests, stepmix, latdist, kvblocks]);
+const timeViews = [timeline, memory, latency, requests, stepmix, kvblocks]; // one linked time axis
+const plots = [timeline, memory, latency, requests, stepmix, latdist, kvblocks, new StagesView($("stages-plot"), store), new ExpertsView($("experts-plot"), store, $("experts-info"))];
 const lastDraw = new Map(plots.map((p) => [p, 0]));
-const banks = new BanksView($("banks-canvas"), store, $("banks-info"), $("banks-legend"));
+const banks = new BanksView($("banks-canvas"), store, $("banks-info"), $("banks-legend"), serving);
 const topology = new TopologyView($("topology-svg"), store, $("topo-phase"), [...document.querySelectorAll("#topology .tabs button")]);
 const log = new LogView($("events-log"), store);
-const cursors = [timeline, memory, latency].map((v) => new TimeCursor(v.el));
+const cursors = timeViews.map((v) => new TimeCursor(v.el));
 
 let controls = null;
 const conn = new Connection(onMessage, (status) => {
@@ -49,6 +66,12 @@ const conn = new Connection(onMessage, (status) => {
 conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : false });
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
+const deployment = new DeploymentView($("deployment"), store, serving, (set) => controls.loadWith(set));
+const sweep = new SweepView($("sweep"), store, {
+  scenario: () => controls.select.value,
+  currentSet: () => controls.currentSet || {},
+  load: (name, set) => controls.choose(name, set),
+});
 const tour = new Tour($("tour"), store, {
   play: () => controls.play(),
   pause: () => controls.pause(),
@@ -63,10 +86,22 @@ function linkRange(source, range) {
   if (syncing || key === linked) return; // relayout events echo back: only a new range propagates
   linked = key;
   syncing = true;
-  for (const v of [timeline, memory, latency]) if (v !== source) v.setRange(range);
+  for (const v of timeViews) if (v !== source) v.setRange(range);
   syncing = false;
 }
-for (const v of [timeline, memory, latency]) v.onRange = (r) => linkRange(v, r);
+for (const v of timeViews) v.onRange = (r) => linkRange(v, r);
+
+// Serving panels show for runs of more than one request (a one-request run keeps the classic layout).
+let servingShown = null;
+function showServing() {
+  const w = store.scenario && store.scenario.workload;
+  const on = Boolean((w && w.num_requests > 1) || serving.order.length > 1);
+  if (on === servingShown) return;
+  servingShown = on;
+  for (const p of servingPanels) p.dataset.empty = on ? "false" : "true";
+  $("kvblocks-plot").classList.toggle("hidden", !on);
+  for (const v of servingPlots) v.drawn = ""; // drawn once visible, at their real size
+}
 
 function toast(text, kind = "info") {
   const t = $("toast");
@@ -81,11 +116,13 @@ function onMessage(msg) {
   switch (msg.type) {
     case "loaded":
       store.reset(msg);
-      for (const v of [timeline, memory, latency]) v.range = null; // a new run starts unzoomed
+      for (const v of timeViews) v.range = null; // a new run starts unzoomed
       linked = "null";
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
       renderClaims($("claims-body"), msg.claims);
+      deployment.onLoaded();
+      servingShown = null;
       document.title = `LayerScope — ${msg.scenario.name}`;
       break;
     case "frame":
@@ -107,6 +144,7 @@ function onMessage(msg) {
     case "error":
       stats.errors.push(msg);
       controls.onError(msg);
+      deployment.onError(msg);
       toast(`${msg.field ? `${msg.field}: ` : ""}${msg.message}`, "error");
       break;
     default:
@@ -128,11 +166,13 @@ function loop(now) {
   stats.renderMs.BanksView = Math.max(stats.renderMs.BanksView || 0, performance.now() - b0);
   topology.render();
   log.render();
+  showServing();
+  deployment.render();
   controls.tick();
   const interval = controls.playing ? PLOT_INTERVAL_MS : 0;
   for (let i = 0; i < plots.length && (now >= plotsFreeAt || !controls.playing); i++) {
     const v = plots[(turn + i) % plots.length];
-    if (now - lastDraw.get(v) < interval) continue;
+    if (now - lastDraw.get(v) < interval || (servingPlots.has(v) && !servingShown)) continue;
     const t0 = performance.now();
     if (v.render()) {
       const ms = performance.now() - t0;
@@ -149,6 +189,6 @@ function loop(now) {
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, conn, views: { timeline, memory, latency, banks, topology } };
+window.__layerscope = { store, stats, conn, serving, views: { timeline, memory, latency, banks, topology, requests, stepmix, latdist, kvblocks, deployment, sweep } };
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
 requestAnimationFrame(loop);

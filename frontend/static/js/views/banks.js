@@ -2,8 +2,10 @@
 // coloured by owner and phase. The grid lives in an ImageData (one pixel per page) scaled up with
 // nearest-neighbour drawing, so 32 banks x 1024 pages costs one putImageData per change.
 // Allocations fill cells, migrations fly from the old slot to the new, evictions and CRC failures flash.
+// Serving runs: pages carry a request_id and take that request's colour (the lanes' colour); a page allocated
+// again while held (a prefix-cache hit) is shared and drawn light; frees fade, preemptions flash.
 
-import { FLASH, PHASE, ownerColor } from "../colors.js";
+import { FLASH, PHASE, REQUEST_STATE, ownerColor, requestColor, requestRGB } from "../colors.js";
 
 const EMPTY = [36, 40, 59];
 const FLASH_MS = 1200; // long enough to notice at normal speed
@@ -14,8 +16,19 @@ function rgb(hex) {
   return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
 }
 
+// A cell's colour: its request's (light when shared by several), else the owner's hue and the phase it was written in.
+function cellColor(c) {
+  if (c.req !== null && c.req !== undefined) {
+    const [r, g, b] = requestRGB(c.req);
+    return c.shared ? [Math.round((r + 2 * 240) / 3), Math.round((g + 2 * 240) / 3), Math.round((b + 2 * 245) / 3)] : [r, g, b];
+  }
+  if (c.shared) return [240, 240, 245];
+  return c.owner === "hint" || c.owner === "tenant" ? rgb(ownerColor(c.owner)) : rgb(PHASE[c.phase] || ownerColor(c.owner));
+}
+
 export class BanksView {
-  constructor(canvas, store, info, legend) {
+  constructor(canvas, store, info, legend, serving = null) {
+    this.serving = serving;
     this.canvas = canvas;
     this.ctx = canvas.getContext("2d");
     this.store = store;
@@ -64,11 +77,12 @@ export class BanksView {
     this.anims = [];
     this.owners.clear();
     this.pageLevel = false;
+    this.byRequest = false;
   }
 
   paint(i) {
     const c = this.cells[i];
-    const col = c ? (c.owner === "hint" || c.owner === "tenant" ? rgb(ownerColor(c.owner)) : rgb(PHASE[c.phase] || ownerColor(c.owner))) : EMPTY;
+    const col = c ? cellColor(c) : EMPTY;
     const d = this.image.data;
     d[i * 4] = col[0];
     d[i * 4 + 1] = col[1];
@@ -99,13 +113,13 @@ export class BanksView {
       switch (e.kind) {
         case "page_alloc":
           this.pageLevel = true;
-          e.banks.forEach((b, j) => this.set(b, e.slots[j], { owner: e.owner, phase: e.phase }));
+          e.banks.forEach((b, j) => this.alloc(b, e.slots[j], e));
           break;
         case "page_free":
-          e.banks.forEach((b, j) => this.set(b, e.slots[j], null));
+          e.banks.forEach((b, j) => this.free(b, e.slots[j], e, live, now));
           break;
         case "page_migrate": {
-          const from = this.cells[e.from_bank * this.cap + e.from_slot] || { owner: e.owner, phase: "decode" };
+          const from = this.cells[e.from_bank * this.cap + e.from_slot] || { owner: e.owner, phase: "decode", req: e.request_id ?? null, holders: [] };
           this.set(e.from_bank, e.from_slot, null);
           this.set(e.to_bank, e.to_slot, from);
           if (live) this.anims.push({ type: "move", fb: e.from_bank, fs: e.from_slot, tb: e.to_bank, ts: e.to_slot, start: now });
@@ -134,6 +148,35 @@ export class BanksView {
     if (this.anims.length > 400) this.anims.splice(0, this.anims.length - 400);
     this.gctx.putImageData(this.image, 0, 0);
     this.needsDraw = true;
+  }
+
+  alloc(bank, slot, e) {
+    const req = e.request_id ?? null;
+    if (req !== null) this.byRequest = true;
+    const prev = bank < this.banks && slot < this.cap ? this.cells[bank * this.cap + slot] : null;
+    if (prev && req !== null && prev.req !== null && prev.req !== req) {
+      // held by another request already: the same block shared through the prefix cache
+      this.set(bank, slot, { ...prev, holders: [...(prev.holders || []), req], shared: true });
+      return;
+    }
+    this.set(bank, slot, { owner: e.owner, phase: e.phase, req, holders: req === null ? [] : [req], shared: e.owner === "prefix" });
+  }
+
+  free(bank, slot, e, live, now) {
+    const i = bank * this.cap + slot;
+    const prev = bank < this.banks && slot < this.cap ? this.cells[i] : null;
+    const req = e.request_id ?? null;
+    if (prev && req !== null && (prev.holders || []).length > 1) {
+      // one holder of a shared block lets go; the block stays for the others
+      const holders = prev.holders.filter((h) => h !== req);
+      this.set(bank, slot, { ...prev, holders, req: holders[0], shared: holders.length > 1 });
+      return;
+    }
+    this.set(bank, slot, null);
+    if (!live || !prev || prev.req === null || prev.req === undefined) return;
+    const r = this.serving && this.serving.requests.get(prev.req);
+    const preempted = r && r.state === "preempted";
+    this.anims.push({ type: "cell", b: bank, s: slot, color: preempted ? REQUEST_STATE.preempted : requestColor(prev.req), start: now, soft: !preempted });
   }
 
   cellRect(b, s) {
@@ -219,7 +262,8 @@ export class BanksView {
       } else if (a.type === "cell") {
         const [x, y, w, h] = this.cellRect(a.b, a.s);
         ctx.fillStyle = a.color;
-        ctx.fillRect(x - 2, y - 2, Math.max(w, 6) + 4, h + 4);
+        if (a.soft) ctx.fillRect(x, y, w, h); // a freed page fades out in its request's colour
+        else ctx.fillRect(x - 2, y - 2, Math.max(w, 6) + 4, h + 4);
       } else if (a.type === "row") {
         const [, y, , h] = this.cellRect(a.b, 0);
         ctx.strokeStyle = a.color;
@@ -256,6 +300,17 @@ export class BanksView {
       span.append(sw, document.createTextNode(text));
       this.legend.append(span);
     };
+    if (this.byRequest) {
+      const n = this.serving ? this.serving.order.length : 0;
+      const ids = this.serving ? this.serving.order.slice(0, 3) : [];
+      for (const id of ids) add(requestColor(id), `req ${id}`, `Pages of request ${id} (the same colour as its lane)`);
+      if (n > ids.length) add("#a9b1d6", `… ${n} requests, one colour each`, "Hover a cell for its request");
+      add("#f0f0f5", "shared (prefix cache)", "A block held by several requests at once: a prefix-cache hit");
+      add(REQUEST_STATE.preempted, "freed by preemption", "Flashes: the KV of a preempted request is freed, to be recomputed");
+      add(FLASH.evict, "evicted / CRC fail", "Flashes: pages evicted under pressure, banks failing the CRC check");
+      this.legend.title = "";
+      return;
+    }
     add(PHASE.prefill, "prefill-written", "KV pages written during prefill (chunk by chunk)");
     add(PHASE.decode, "decode-written", "KV pages opened during decode (one every page_size tokens)");
     add(ownerColor("hint"), "hint-reserved", "Pages reserved for decode by the page hint");
@@ -272,7 +327,7 @@ export class BanksView {
     const c = this.cells && this.cells[b * this.cap + s];
     const used = this.store.banks ? this.store.banks.used[b] : null;
     this.canvas.title =
-      `bank ${b}, slot ${s}: ${c ? `${c.owner}, written in ${c.phase}` : "free"}` +
+      `bank ${b}, slot ${s}: ${c ? (c.req !== null && c.req !== undefined ? `request ${(c.holders || [c.req]).join(", ")}${c.shared ? " (shared prefix block)" : ""}, written in ${c.phase}` : `${c.owner}, written in ${c.phase}`) : "free"}` +
       (used !== null && used !== undefined ? `\nbank ${b} holds ${used} of ${this.store.banks.capacity} pages` : "") +
       "\nOne row per KV bank, one cell per page (simulated at full size).";
   }

@@ -5,7 +5,8 @@ import { PHASE, PLOT_CONFIG, plotLayout, stageColor } from "../colors.js";
 import { bytes, flops, pct, us } from "../format.js";
 import { relayoutRange } from "./cursor.js";
 
-const STREAM_ORDER = ["compute", "decode_fused", "copy"]; // rows top to bottom, as in the Perfetto export
+const STREAM_ORDER = ["compute", "decode_fused", "comm", "copy"];
+const MAX_STEP_LINES = 300; // engine step boundaries drawn when at most this many steps are in view // rows top to bottom, as in the Perfetto export
 
 function hover(k) {
   const where = k.chunk !== null && k.chunk !== undefined ? `chunk ${k.chunk}` : k.step !== null && k.step !== undefined ? `step ${k.step}` : "";
@@ -28,7 +29,7 @@ export class TimelineView {
   }
 
   stamp() {
-    return this.store.stamp(["kernels", "phase"]);
+    return this.store.stamp(["kernels", "phase", "steps"]);
   }
 
   traces() {
@@ -125,6 +126,15 @@ export class TimelineView {
         fillcolor: PHASE[p.phase] || "#333", opacity: 0.07, line: { width: 0 },
       });
     }
+    // engine step boundaries (serving runs): a thin line where each step starts, when zoomed in enough to see them
+    const steps = this.serving ? this.serving.steps : [];
+    const [r0, r1] = this.range || [0, s.duration || 1];
+    const inView = steps.filter((st) => st.start >= r0 && st.start <= r1);
+    if (inView.length && inView.length <= MAX_STEP_LINES) {
+      for (const st of inView) {
+        shapes.push({ type: "line", xref: "x", yref: "paper", x0: st.start, x1: st.start, y0: 0, y1: 1, layer: "below", line: { color: "rgba(192,202,245,0.28)", width: 1, dash: "dot" } });
+      }
+    }
     return shapes;
   }
 
@@ -156,7 +166,15 @@ export class TimelineView {
       });
     }
     const attn = s.kernels.filter((k) => k.stage_kind === "attention" && k.phase === "prefill").length;
-    this.info.textContent = `${s.kernels.length} launches · ${s.chunks.length} chunks · ${attn} prefill attention launches`;
+    let comm = 0;
+    let busy = 0;
+    for (const k of s.kernels) {
+      busy += k.dur_us;
+      if (k.stage_kind === "collective") comm += k.dur_us;
+    }
+    const steps = this.serving ? this.serving.steps.length : 0;
+    this.info.textContent = `${s.kernels.length} launches · ${steps ? `${steps} steps` : `${s.chunks.length} chunks · ${attn} prefill attention launches`}` +
+      (comm ? ` · communication ${((100 * comm) / busy).toFixed(1)}% of kernel time (one GPU of the group)` : "");
     return true;
   }
 
@@ -185,6 +203,7 @@ const KIND_HELP = {
   elementwise: "Element-wise kernels: RoPE, activation, residual adds",
   memory: "Copies and KV cache traffic: page writes, re-fetches, migrations",
   overhead: "Launch and switch-over costs that do no arithmetic",
+  collective: "Communication between the GPUs of the group (all-reduce after attention and MoE, EP dispatch/combine) on the comm stream",
 };
 
 export function fillLegend(el) {

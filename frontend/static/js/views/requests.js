@@ -1,0 +1,137 @@
+// Request lanes (a Gantt chart, one row per request in arrival order): waiting, prefill chunks (one bar per
+// step that computed some of its prompt), decode, preempted and recomputed, finished. The requests of the step
+// running now are outlined. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
+
+import { PLOT_CONFIG, REQUEST_STATE, plotLayout } from "../colors.js";
+import { applyRange, listenRange } from "./cursor.js";
+
+const LABEL = {
+  waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
+  recompute: "recompute chunk",
+};
+const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v >= 100 ? 0 : 2)} ms` : "–");
+
+export class RequestsView {
+  constructor(el, store, serving, info) {
+    this.el = el;
+    this.store = store;
+    this.serving = serving;
+    this.info = info;
+    this.drawn = "";
+    this.range = null;
+    this.onRange = null; // linked axes
+  }
+
+  hover(r) {
+    const sv = this.serving;
+    const ttft = r.firstToken !== null ? sv.modelMs(r.arrive, r.firstToken) : NaN;
+    const gen = Math.max(0, r.tokens.length);
+    const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? (sv.modelMs(r.arrive, r.tokens[gen - 1]) - ttft) / (gen - 1) : NaN;
+    return (
+      `<b>request ${r.id}</b><br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
+      `<br>TTFT ${ms(ttft)} · TPOT ${ms(tpot)}${r.finished === null ? " so far" : ""}` +
+      (r.preemptions ? `<br>preempted ${r.preemptions}×` : "") +
+      (r.finished !== null ? `<br>end-to-end ${ms(r.e2elMs)}` : "") +
+      "<br><i>whole model, simulated at full size</i>"
+    );
+  }
+
+  traces() {
+    const s = this.store;
+    const sv = this.serving;
+    const now = s.t;
+    const rows = sv.order.length;
+    const h = Math.max(this.el.clientHeight - 40, 60);
+    const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
+    const [r0, r1] = this.range || [0, s.duration || 1];
+    const minDur = ((r1 - r0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // at least 1.5 px wide
+    const by = {};
+    for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [], text: [] };
+    const done = { x: [], y: [], text: [] };
+    sv.order.forEach((id, row) => {
+      const r = sv.requests.get(id);
+      const text = this.hover(r);
+      for (const seg of sv.lanes(r, now)) {
+        const t = by[seg.state];
+        if (!t) continue;
+        const chunk = seg.state === "prefill" || seg.state === "recompute";
+        const gap = chunk ? (seg.t1 - seg.t0) * 0.12 : 0; // consecutive chunks stay apart
+        const t1 = Math.max(seg.t1 - gap, seg.t0 + minDur);
+        const tx = chunk ? `${text}<br>${LABEL[seg.state]}: ${seg.n} tokens this step` : `${text}<br>${LABEL[seg.state]}`;
+        t.x.push(seg.t0, t1, null);
+        t.y.push(row, row, null);
+        t.text.push(tx, tx, null);
+      }
+      if (r.finished !== null) {
+        done.x.push(r.finished);
+        done.y.push(row);
+        done.text.push(`${text}<br>finished`);
+      }
+    });
+    const out = [];
+    const cur = sv.stepAt(now);
+    if (cur && now <= cur.start + cur.dur * 1.001 + minDur) {
+      const hl = { x: [], y: [] };
+      for (const id of cur.ids) {
+        const row = sv.order.indexOf(id);
+        if (row < 0) continue;
+        hl.x.push(cur.start, Math.max(cur.start + cur.dur, cur.start + minDur), null);
+        hl.y.push(row, row, null);
+      }
+      out.push({
+        type: "scatter", mode: "lines", name: "current step", meta: "current-step", x: hl.x, y: hl.y,
+        line: { color: "rgba(255,255,255,0.55)", width: width + 5 }, hoverinfo: "skip", connectgaps: false,
+      });
+    }
+    for (const [state, t] of Object.entries(by)) {
+      out.push({
+        type: "scatter", mode: "lines", name: state, meta: state, x: t.x, y: t.y, text: t.text,
+        line: { color: REQUEST_STATE[state], width }, hovertemplate: "%{text}<extra></extra>", connectgaps: false,
+      });
+    }
+    out.push({
+      type: "scatter", mode: "markers", name: "finished", meta: "finished", x: done.x, y: done.y, text: done.text,
+      marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
+      hovertemplate: "%{text}<extra></extra>",
+    });
+    return out;
+  }
+
+  render(force = false) {
+    const stamp = this.store.stamp(["requests", "clock"]);
+    if (!force && stamp === this.drawn) return false;
+    this.drawn = stamp;
+    const s = this.store;
+    const sv = this.serving;
+    const rows = Math.max(sv.order.length, 1);
+    const layout = plotLayout({
+      uirevision: `${s.scenario ? s.scenario.name : ""}:${s.duration}`,
+      margin: { l: 56, r: 10, t: 8, b: 30 },
+      xaxis: { range: this.range || [0, s.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "simulated time (µs, one layer)", standoff: 2 } },
+      yaxis: { range: [rows - 0.5, -0.5], title: { text: "request" }, gridcolor: "rgba(0,0,0,0)", zeroline: false, dtick: rows > 40 ? Math.ceil(rows / 8) : rows > 10 ? 5 : 1 },
+      hovermode: "closest",
+    });
+    Plotly.react(this.el, this.traces(), layout, PLOT_CONFIG);
+    listenRange(this);
+    const running = sv.order.filter((id) => ["prefill", "decode", "recompute"].includes(sv.requests.get(id).state)).length;
+    const waiting = sv.order.filter((id) => ["waiting", "preempted"].includes(sv.requests.get(id).state)).length;
+    this.info.textContent = `${sv.order.length} requests · ${running} running · ${waiting} waiting · ${sv.finishedCount} finished · ${sv.preemptions} preemptions`;
+    return true;
+  }
+
+  setRange(range) {
+    applyRange(this, range);
+  }
+}
+
+export function fillRequestLegend(el) {
+  for (const [state, help] of Object.entries(LABEL)) {
+    const span = document.createElement("span");
+    span.className = "key";
+    span.title = help;
+    const sw = document.createElement("i");
+    sw.style.background = REQUEST_STATE[state];
+    span.append(sw, document.createTextNode(state));
+    el.append(span);
+  }
+}

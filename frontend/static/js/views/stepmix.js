@@ -1,0 +1,92 @@
+// Step composition: per engine step, prefill tokens stacked on decode tokens (one bar as wide as the step lasts
+// on the timeline), the token budget (max_num_batched_tokens) as a line, and each step's whole-model duration on
+// the right axis. Prefill bursts are tall orange bars, decode pulses short cyan ones. Same time axis as the timeline.
+
+import { PLOT_CONFIG, STEP_MIX, plotLayout } from "../colors.js";
+import { applyRange, listenRange } from "./cursor.js";
+
+const MAX_BARS = 1500; // more steps than this in view: one bar per screen pixel (the step with most tokens)
+
+export class StepMixView {
+  constructor(el, store, serving, info) {
+    this.el = el;
+    this.store = store;
+    this.serving = serving;
+    this.info = info;
+    this.drawn = "";
+    this.range = null;
+    this.onRange = null;
+  }
+
+  visible() {
+    const s = this.store;
+    const [r0, r1] = this.range || [0, s.duration || 1];
+    const steps = this.serving.steps.filter((st) => st.start + st.dur >= r0 && st.start <= r1);
+    if (steps.length <= MAX_BARS) return steps;
+    const pxUs = (r1 - r0) / Math.max(this.el.clientWidth - 100, 100);
+    const out = [];
+    for (const st of steps) {
+      const last = out[out.length - 1];
+      if (last && Math.floor(last.start / pxUs) === Math.floor(st.start / pxUs)) {
+        if (st.prefill + st.decode > last.prefill + last.decode) out[out.length - 1] = st;
+      } else out.push(st);
+    }
+    return out;
+  }
+
+  render(force = false) {
+    const stamp = this.store.stamp(["steps"]);
+    if (!force && stamp === this.drawn) return false;
+    this.drawn = stamp;
+    const s = this.store;
+    const steps = this.visible();
+    const x = steps.map((st) => st.start + st.dur / 2);
+    const w = steps.map((st) => st.dur * 0.92);
+    const custom = steps.map((st) => [st.index, st.seqs, st.prefill, st.decode, st.budget, st.mdur / 1e3, st.dur, st.cached ?? "–"]);
+    const tmpl =
+      "step %{customdata[0]}: %{customdata[1]} sequences<br>prefill %{customdata[2]} + decode %{customdata[3]} tokens" +
+      " of a %{customdata[4]}-token budget<br>%{customdata[5]:.2f} ms whole model (%{customdata[6]:.1f} µs one layer)" +
+      "<br>cached blocks %{customdata[7]}<extra>simulated at full size</extra>";
+    const bx = [];
+    const by = [];
+    for (const st of steps) {
+      bx.push(st.start, st.start + st.dur);
+      by.push(st.budget, st.budget);
+    }
+    const traces = [
+      { type: "bar", name: "decode tokens", meta: "decode", x, y: steps.map((st) => st.decode), width: w, customdata: custom, marker: { color: STEP_MIX.decode }, hovertemplate: tmpl },
+      { type: "bar", name: "prefill tokens", meta: "prefill", x, y: steps.map((st) => st.prefill), width: w, customdata: custom, marker: { color: STEP_MIX.prefill }, hovertemplate: tmpl },
+      {
+        type: "scatter", mode: "lines", name: "token budget", meta: "budget", x: bx, y: by,
+        line: { color: STEP_MIX.budget, width: 1, dash: "dash" }, hovertemplate: "token budget %{y} tokens / step<extra>max_num_batched_tokens</extra>",
+      },
+      {
+        type: "scatter", mode: "markers", name: "step duration", meta: "duration", x, y: steps.map((st) => st.mdur / 1e3), yaxis: "y2",
+        marker: { color: STEP_MIX.duration, size: 4 }, hovertemplate: "step %{customdata[0]}: %{y:.2f} ms whole model<extra></extra>", customdata: custom,
+      },
+    ];
+    const layout = plotLayout({
+      uirevision: `${s.scenario ? s.scenario.name : ""}:${s.duration}`,
+      barmode: "stack",
+      bargap: 0,
+      showlegend: true,
+      legend: { orientation: "h", x: 0, y: 1.14, font: { size: 10 } },
+      margin: { l: 50, r: 50, t: 22, b: 30 },
+      xaxis: { range: this.range || [0, s.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "simulated time (µs, one layer)", standoff: 2 } },
+      yaxis: { title: { text: "tokens / step" }, gridcolor: "#2a2e42", rangemode: "tozero" },
+      yaxis2: { title: { text: "ms / step (model)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false, color: STEP_MIX.duration },
+    });
+    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    listenRange(this);
+    const all = this.serving.steps;
+    const pf = all.reduce((a, st) => a + st.prefill, 0);
+    const dc = all.reduce((a, st) => a + st.decode, 0);
+    const mixed = all.filter((st) => st.prefill > 0 && st.decode > 0).length;
+    this.info.textContent = `${all.length} steps · ${mixed} mixed · ${pf} prefill + ${dc} decode tokens`;
+    return true;
+  }
+
+  setRange(range) {
+    applyRange(this, range);
+  }
+}

@@ -1,0 +1,179 @@
+"""The serving views in headless Chromium: request lanes, step mix, latency histograms, bank colours per request,
+the comm track, the deployment card and the sweep view, on a known fake serving run (tests/browser/servingfake.py)
+played through the real server."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+
+from layerscope.server.app import create_app
+from layerscope.server.settings import Settings
+
+pytestmark = pytest.mark.browser
+_spec = importlib.util.spec_from_file_location("servingfake", Path(__file__).with_name("servingfake.py"))
+assert _spec and _spec.loader
+servingfake = importlib.util.module_from_spec(_spec)
+sys.modules["servingfake"] = servingfake
+_spec.loader.exec_module(servingfake)
+Page, free_port = sys.modules["browser_helpers"].Page, sys.modules["browser_helpers"].free_port
+
+LS = "window.__layerscope"
+SV = f"{LS}.serving"
+PRESET = "decode-pulses"  # any preset: the fake simulator ignores what it asks for
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="module")
+def fake_url() -> Iterator[str]:
+    port = free_port()
+    app = create_app(Settings(port=port, play_seconds=5.0), simulate=servingfake.fake_serving)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(200):
+        if server.started:
+            break
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture
+def fpage(browser: Any, fake_url: str) -> Iterator[Any]:
+    ctx = browser.new_context(viewport={"width": 1600, "height": 1000})
+    p = Page(ctx.new_page())
+    p.page.goto(f"{fake_url}/?scenario={PRESET}")
+    p.wait(f"{LS} && {LS}.store.scenario && {LS}.store.scenario.name === '{PRESET}'")
+    yield p
+    ctx.close()
+
+
+def plot_points(page: Any, plot: str, meta: str) -> int:
+    return page.js(
+        f"(document.getElementById('{plot}').data || []).filter(t => t.meta === '{meta}')"
+        ".reduce((n, t) => n + (t.x || []).filter(x => x !== null).length, 0)"
+    )
+
+
+def canvas_hash(page: Any) -> str:
+    return hashlib.sha256(page.js("document.getElementById('banks-canvas').toDataURL()").encode()).hexdigest()
+
+
+def test_lanes_step_mix_histograms_and_bank_colours_change_during_playback(fpage) -> None:
+    p = fpage
+    p.page.get_by_test_id("play").click()
+    p.wait(f"{SV}.order.length >= 3 && {SV}.steps.length >= 5")
+    p.wait("document.querySelector('[data-testid=requests]').offsetHeight > 0")
+    p.wait("['requests-plot', 'stepmix-plot'].every(id => (document.getElementById(id).data || []).length > 0)")
+    lanes0, bars0 = plot_points(p, "requests-plot", "decode"), plot_points(p, "stepmix-plot", "prefill")
+    banks0 = canvas_hash(p)
+    time.sleep(1.5)
+    assert not p.js(f"{LS}.store.ended"), "the comparison must fall inside playback"
+    lanes1, bars1 = plot_points(p, "requests-plot", "decode"), plot_points(p, "stepmix-plot", "prefill")
+    assert bars1 > bars0 and lanes1 > lanes0
+    assert canvas_hash(p) != banks0
+    # the bank map paints each page in its request's colour (the grid's pixel = requestRGB(request_id))
+    cells = p.js(
+        f"(() => {{ const b = {LS}.views.banks; const img = b.image.data; const out = [];"
+        " b.cells.forEach((c, i) => { if (c && c.req !== null && !c.shared)"
+        " out.push([c.req, img[i*4], img[i*4+1], img[i*4+2]]); });"
+        " return out; })()"
+    )
+    assert len({c[0] for c in cells}) >= 2, cells
+    ids = sorted({c[0] for c in cells})
+    colours = p.js(f"import('/static/js/colors.js').then(m => {json.dumps(ids)}.map(m.requestRGB))")
+    want = dict(zip(ids, colours, strict=True))
+    assert all(c[1:] == want[c[0]] for c in cells)
+    assert p.js("document.getElementById('banks-legend').textContent").count("req ") >= 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    p.page.screenshot(path=str(ARTIFACTS / "serving-1600x1000.png"), full_page=True)
+
+    p.wait(f"{LS}.store.ended", timeout_s=30)
+    time.sleep(1.0)  # the last Plotly redraws come in later animation frames
+    n = len(servingfake.OUTPUTS)
+    assert p.js(f"{SV}.finishedCount") == n
+    hist = p.js("Object.fromEntries(document.getElementById('latdist-plot').data.map(t => [t.meta, t.x.length]))")
+    assert hist == {"ttft": n, "tpot": n, "itl": sum(servingfake.OUTPUTS) - n}
+    notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
+    assert notes.count("p50") == 3 and notes.count("p99") == 3 and notes.count("SLA") == 2
+    assert plot_points(p, "requests-plot", "preempted") >= 2 and plot_points(p, "requests-plot", "recompute") >= 2
+    assert plot_points(p, "requests-plot", "finished") == n
+    info = p.js("document.getElementById('requests-info').textContent")
+    assert f"{n} finished" in info and "1 preemptions" in info
+    # the comm stream has its own timeline row; zoomed in, the step boundaries show
+    assert "comm" in p.js("document.getElementById('timeline-plot').layout.yaxis.categoryarray")
+    p.js("Plotly.relayout('timeline-plot', {'xaxis.range': [0, 300]})")
+    p.wait("Math.abs(document.getElementById('stepmix-plot').layout.xaxis.range[1] - 300) < 1e-6")
+    p.wait("document.getElementById('timeline-plot').layout.shapes.filter(s => s.type === 'line').length > 3")
+    assert p.problems == []
+
+
+def test_a_shared_prefix_block_is_marked_after_a_seek(fpage) -> None:
+    p = fpage
+    # request 5 holds request 1's first block from 495 µs to 813 µs (servingfake); a seek rebuilds the map there
+    p.js("(() => { const s = document.querySelector('[data-testid=scrubber]'); s.value = 600;"
+         " s.dispatchEvent(new Event('change')); })()")
+    p.wait(f"Math.abs({LS}.store.t - 600) < 1e-6")
+    p.wait(f"{LS}.views.banks.cells.some(c => c && c.shared)")
+    holders = p.js(f"{LS}.views.banks.cells.find(c => c && c.shared).holders")
+    assert sorted(holders) == [1, 5]
+    assert p.problems == []
+
+
+def test_deployment_card_shows_the_plan(fpage) -> None:
+    p = fpage
+    p.page.get_by_test_id("step").click()  # the deployment event sits at t = 0
+    p.wait("document.querySelector('[data-testid=deployment-plan]') !== null")
+    text = p.page.get_by_test_id("deployment").inner_text()
+    for words in ["8 × h100-sxm", "tp 8", "54.80 GiB", "66.90 GiB", "358,000", "87.40×", "GPU KV cache size"]:
+        assert words in text, words
+    assert p.problems == []
+
+
+def test_the_sweep_view_plots_a_file_and_loads_a_clicked_point(fpage, tmp_path: Path) -> None:
+    p = fpage
+    sweep = {
+        "scenario": PRESET, "grid": {"chunk_size": [1024, 2048, 4096]},
+        "points": [
+            {"set": {"chunk_size": 1024}, "summary": {}, "output_throughput_per_gpu": 900.0, "median_tpot_ms": 30.0,
+             "pareto": True},
+            {"set": {"chunk_size": 2048}, "summary": {}, "output_throughput_per_gpu": 1400.0, "median_tpot_ms": 45.0,
+             "pareto": True},
+            {"set": {"chunk_size": 4096}, "summary": {}, "output_throughput_per_gpu": 1000.0, "median_tpot_ms": 60.0,
+             "pareto": False},
+        ],
+    }
+    f = tmp_path / "sweep.json"
+    f.write_text(json.dumps(sweep))
+    p.page.get_by_test_id("sweep-file").set_input_files(str(f))
+    p.wait("(document.getElementById('sweep-plot').data || []).length === 2")
+    assert p.js("document.getElementById('sweep-plot').data[1].x") == [30.0, 45.0]  # the front, by TPOT
+    assert "2 on the Pareto front" in p.js("document.getElementById('sweep-info').textContent")
+    p.page.locator("#sweep").scroll_into_view_if_needed()
+    x, y = p.js(
+        "(() => { const el = document.getElementById('sweep-plot'); const fl = el._fullLayout;"
+        " const r = el.getBoundingClientRect();"
+        " return [r.left + fl._size.l + fl.xaxis.l2p(45), r.top + fl._size.t + fl.yaxis.l2p(1400)]; })()"
+    )
+    p.page.mouse.click(x, y)
+    p.wait(f"{LS}.store.scenario.chunk_size === 2048")
+    assert "chunk_size=2048" in p.page.url
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"points": [{"set": {}}]}')
+    p.page.get_by_test_id("sweep-file").set_input_files(str(bad))
+    p.wait("document.getElementById('sweep-error').textContent.includes('output_throughput_per_gpu')")
+    assert p.problems == []
