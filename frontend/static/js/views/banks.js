@@ -62,6 +62,7 @@ export class BanksView {
     this.maxSlot = -1;
     this.dims(banks, 1);
     this.anims = [];
+    this.opsRead = 0; // the store's pageOps log is read by index, never drained
     this.owners.clear();
     this.pageLevel = false;
   }
@@ -95,7 +96,10 @@ export class BanksView {
       const cap = Math.max(b.capacity, this.maxSlot + 1); // exact capacity unless a slot says otherwise
       if (b.used.length !== this.banks || cap !== this.cap) this.dims(Math.max(b.used.length, 1), cap);
     }
-    for (const e of s.pageOps) {
+    const ops = s.pageOps;
+    if (this.opsRead > ops.length) this.opsRead = 0;
+    for (; this.opsRead < ops.length; this.opsRead++) {
+      const e = ops[this.opsRead];
       switch (e.kind) {
         case "page_alloc":
           this.pageLevel = true;
@@ -130,7 +134,6 @@ export class BanksView {
           break;
       }
     }
-    s.pageOps.length = 0;
     if (this.anims.length > 400) this.anims.splice(0, this.anims.length - 400);
     this.gctx.putImageData(this.image, 0, 0);
     this.needsDraw = true;
