@@ -339,6 +339,7 @@ def loaded_message(run: PreparedRun) -> Message:
         "compare": run.compare,
         "claims": run.claims,
         "tour_results": run.tour,
+        "overview": run.overview,
     }
 
 

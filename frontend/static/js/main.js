@@ -78,19 +78,6 @@ const tour = new Tour($("tour"), store, {
   seek: (t) => controls.seek(t),
 });
 
-// Zoom one time axis, the others follow.
-let syncing = false;
-let linked = "null";
-function linkRange(source, range) {
-  const key = JSON.stringify(range);
-  if (syncing || key === linked) return; // relayout events echo back: only a new range propagates
-  linked = key;
-  syncing = true;
-  for (const v of timeViews) if (v !== source) v.setRange(range);
-  syncing = false;
-}
-for (const v of timeViews) v.onRange = (r) => linkRange(v, r);
-
 // Serving panels show for runs of more than one request (a one-request run keeps the classic layout).
 let servingShown = null;
 function showServing() {
@@ -115,9 +102,7 @@ function onMessage(msg) {
   stats.messages += 1;
   switch (msg.type) {
     case "loaded":
-      store.reset(msg);
-      for (const v of timeViews) v.range = null; // a new run starts unzoomed
-      linked = "null";
+      store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
       renderClaims($("claims-body"), msg.claims);
@@ -185,7 +170,7 @@ function loop(now) {
       break;
     }
   }
-  for (const c of cursors) c.place(store.t);
+  for (const c of cursors) c.place(store.t, store.axis);
   requestAnimationFrame(loop);
 }
 

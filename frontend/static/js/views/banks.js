@@ -5,7 +5,7 @@
 // Serving runs: pages carry a request_id and take that request's colour (the lanes' colour); a page allocated
 // again while held (a prefix-cache hit) is shared and drawn light; frees fade, preemptions flash.
 
-import { FLASH, PHASE, REQUEST_STATE, ownerColor, requestColor, requestRGB } from "../colors.js";
+import { FLASH, PHASE, REQUEST_STATE, THEME, ownerColor, requestColor, requestRGB } from "../colors.js";
 
 const EMPTY = [36, 40, 59];
 const FLASH_MS = 1200; // long enough to notice at normal speed
@@ -16,13 +16,15 @@ function rgb(hex) {
   return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
 }
 
+const SHARED = [240, 240, 245]; // a prefix block held by several requests: near white, the request's hue mixed in
+
 // A cell's colour: its request's (light when shared by several), else the owner's hue and the phase it was written in.
 function cellColor(c) {
   if (c.req !== null && c.req !== undefined) {
     const [r, g, b] = requestRGB(c.req);
     return c.shared ? [Math.round((r + 2 * 240) / 3), Math.round((g + 2 * 240) / 3), Math.round((b + 2 * 245) / 3)] : [r, g, b];
   }
-  if (c.shared) return [240, 240, 245];
+  if (c.shared) return SHARED;
   return c.owner === "hint" || c.owner === "tenant" ? rgb(ownerColor(c.owner)) : rgb(PHASE[c.phase] || ownerColor(c.owner));
 }
 
@@ -75,6 +77,7 @@ export class BanksView {
     this.maxSlot = -1;
     this.dims(banks, 1);
     this.anims = [];
+    this.opsRead = 0; // the store's pageOps log is read by index, never drained
     this.owners.clear();
     this.pageLevel = false;
     this.byRequest = false;
@@ -109,7 +112,10 @@ export class BanksView {
       const cap = Math.max(b.capacity, this.maxSlot + 1); // exact capacity unless a slot says otherwise
       if (b.used.length !== this.banks || cap !== this.cap) this.dims(Math.max(b.used.length, 1), cap);
     }
-    for (const e of s.pageOps) {
+    const ops = s.pageOps;
+    if (this.opsRead > ops.length) this.opsRead = 0;
+    for (; this.opsRead < ops.length; this.opsRead++) {
+      const e = ops[this.opsRead];
       switch (e.kind) {
         case "page_alloc":
           this.pageLevel = true;
@@ -144,7 +150,6 @@ export class BanksView {
           break;
       }
     }
-    s.pageOps.length = 0;
     if (this.anims.length > 400) this.anims.splice(0, this.anims.length - 400);
     this.gctx.putImageData(this.image, 0, 0);
     this.needsDraw = true;
@@ -304,8 +309,8 @@ export class BanksView {
       const n = this.serving ? this.serving.order.length : 0;
       const ids = this.serving ? this.serving.order.slice(0, 3) : [];
       for (const id of ids) add(requestColor(id), `req ${id}`, `Pages of request ${id} (the same colour as its lane)`);
-      if (n > ids.length) add("#a9b1d6", `… ${n} requests, one colour each`, "Hover a cell for its request");
-      add("#f0f0f5", "shared (prefix cache)", "A block held by several requests at once: a prefix-cache hit");
+      if (n > ids.length) add(THEME.text, `… ${n} requests, one colour each`, "Hover a cell for its request");
+      add(`rgb(${SHARED.join(",")})`, "shared (prefix cache)", "A block held by several requests at once: a prefix-cache hit");
       add(REQUEST_STATE.preempted, "freed by preemption", "Flashes: the KV of a preempted request is freed, to be recomputed");
       add(FLASH.evict, "evicted / CRC fail", "Flashes: pages evicted under pressure, banks failing the CRC check");
       this.legend.title = "";

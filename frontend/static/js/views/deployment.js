@@ -4,6 +4,7 @@
 // dtypes, memory utilisation, CUDA graphs, max_model_len) and reloads the run; a deployment that does not fit
 // shows the server's message here, and the previous run stays on screen.
 
+import { STAGE_KIND, THEME } from "../colors.js";
 import { esc } from "../format.js";
 
 const FIELDS = [
@@ -12,8 +13,9 @@ const FIELDS = [
 ];
 // the slices of one GPU's memory, in the order vLLM's profile run accounts them
 const PARTS = [
-  ["weights_gib", "weights", "#e0af68"], ["activation_gib", "activations (peak)", "#7dcfff"],
-  ["cuda_graph_gib", "CUDA graphs", "#737aa2"], ["non_torch_gib", "non-torch", "#565f89"], ["kv_cache_gib", "KV cache", "#bb9af7"],
+  ["weights_gib", "weights", () => STAGE_KIND.gemm], ["activation_gib", "activations (peak)", () => STAGE_KIND.elementwise],
+  ["cuda_graph_gib", "CUDA graphs", () => STAGE_KIND.overhead], ["non_torch_gib", "non-torch", () => THEME.muted],
+  ["kv_cache_gib", "KV cache", () => STAGE_KIND.memory],
 ];
 const gib = (v) => (Number.isFinite(v) ? `${v.toFixed(2)} GiB` : "–");
 
@@ -96,9 +98,9 @@ export class DeploymentView {
     const cap = g.capacity_gib || 1;
     const bar = PARTS.map(([k, label, color]) => {
       const pct = (100 * (g[k] || 0)) / cap;
-      return `<i style="width:${pct.toFixed(2)}%;background:${color}" title="${esc(label)}: ${gib(g[k])} (${pct.toFixed(1)}% of ${gib(cap)})"></i>`;
+      return `<i style="width:${pct.toFixed(2)}%;background:${color()}" title="${esc(label)}: ${gib(g[k])} (${pct.toFixed(1)}% of ${gib(cap)})"></i>`;
     }).join("");
-    const legend = PARTS.map(([k, label, color]) => `<span class="key"><i style="background:${color}"></i>${esc(label)} ${gib(g[k])}</span>`).join("");
+    const legend = PARTS.map(([k, label, color]) => `<span class="key"><i style="background:${color()}"></i>${esc(label)} ${gib(g[k])}</span>`).join("");
     const row = (k, v, title) => `<tr title="${esc(title)}"><th>${esc(k)}</th><td>${v}</td></tr>`;
     this.body.innerHTML =
       `<table class="dep" data-testid="deployment-plan">` +

@@ -2,51 +2,52 @@
 // blocks each step's newly admitted requests reused instead of computing (the step's cached_blocks). Same time
 // axis as the timeline.
 
-import { PLOT_CONFIG, STEP_MIX, SERIES, plotLayout } from "../colors.js";
-import { applyRange, listenRange } from "./cursor.js";
+import { PHASE, PLOT_CONFIG, STEP_MIX, legendAbove, plotLayout } from "../colors.js";
+import { bindZoom } from "./cursor.js";
 
 export class KvBlocksView {
   constructor(el, store, serving) {
     this.el = el;
     this.store = store;
     this.serving = serving;
+    this.id = "kv-blocks";
+    this.title = "KV blocks";
     this.drawn = "";
-    this.range = null;
-    this.onRange = null;
   }
 
   render(force = false) {
-    const stamp = this.store.stamp(["kvblocks"]);
-    if (!force && stamp === this.drawn) return false;
+    const s = this.store;
+    const stamp = s.stamp(["kvblocks", "axis", "theme"]);
+    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
     this.drawn = stamp;
+    this.el.dataset.axisDrawn = "1";
     const k = this.serving.kv;
+    const ax = s.axis;
+    const X = (ts) => ts.map((t) => ax.toX(t)); // new arrays: Plotly.react sees an array mutated in place as unchanged
     const line = (name, x, y, color, extra = {}) => ({
       type: "scatter", mode: "lines", name, meta: name, x, y, line: { color, width: 1.5, shape: "hv" },
-      hovertemplate: `${name}: %{y} blocks<br>t = %{x:.1f} µs<extra>simulated at full size</extra>`, ...extra,
+      hovertemplate: `${name}: %{y} blocks<extra>simulated at full size</extra>`, ...extra,
     });
-    const traces = [ // copies: Plotly.react sees an array mutated in place as unchanged
-      line("in use", k.t.slice(), k.used.slice(), SERIES.used, { fill: "tozeroy", fillcolor: "rgba(255,158,100,0.15)" }),
-      line("free", k.t.slice(), k.free.slice(), SERIES.free),
+    const traces = [
+      line("in use", X(k.t), k.used.slice(), PHASE.prefill, { fill: "tozeroy" }),
+      line("free", X(k.t), k.free.slice(), PHASE.decode),
       {
-        type: "scatter", mode: "markers", name: "prefix-cache hits", meta: "cached", x: k.cachedT.slice(), y: k.cached.slice(),
+        type: "scatter", mode: "markers", name: "prefix-cache hits", meta: "cached", x: X(k.cachedT), y: k.cached.slice(),
         marker: { color: STEP_MIX.cached, size: 5, symbol: "diamond" },
-        hovertemplate: "%{y} cached blocks reused by requests admitted this step<br>t = %{x:.1f} µs<extra>prefix cache</extra>",
+        hovertemplate: "%{y} cached blocks reused by requests admitted this step<extra>prefix cache</extra>",
       },
     ];
     const layout = plotLayout({
-      uirevision: this.store.scenario ? this.store.scenario.name : "",
+      uirevision: "kv-blocks",
       showlegend: true,
-      legend: { orientation: "h", x: 0, y: 1.2, font: { size: 10 } },
-      margin: { l: 50, r: 10, t: 20, b: 26 },
-      xaxis: { range: this.range || [0, this.store.duration || 1], gridcolor: "#2a2e42", zeroline: false },
+      legend: legendAbove(),
+      margin: { l: 50, r: 10, t: 24, b: 26 },
+      xaxis: ax.xaxis({ title: { text: "" } }),
+      shapes: ax.breaks().shapes,
       yaxis: { title: { text: "KV blocks" }, gridcolor: "#2a2e42", rangemode: "tozero" },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    listenRange(this);
+    bindZoom(this.el, s);
     return true;
-  }
-
-  setRange(range) {
-    applyRange(this, range);
   }
 }

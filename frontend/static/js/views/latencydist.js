@@ -3,12 +3,12 @@
 // per-token latency target) drawn on TPOT and ITL. When the run ends, the server's summary figures appear beside
 // the ones computed here from the events (they should agree).
 
-import { PLOT_CONFIG, SERIES, THEME, plotLayout } from "../colors.js";
+import { PHASE, PLOT_CONFIG, SERIES, STAGE_KIND, THEME, plotLayout } from "../colors.js";
 
 const PANES = [
-  { key: "ttft", title: "TTFT", color: "#ff9e64", summary: "median_ttft_ms" },
-  { key: "tpot", title: "TPOT", color: "#2ac3de", summary: "median_tpot_ms", sla: true },
-  { key: "itl", title: "ITL", color: "#bb9af7", summary: "median_itl_ms", sla: true },
+  { key: "ttft", title: "TTFT", color: () => PHASE.prefill, summary: "median_ttft_ms" },
+  { key: "tpot", title: "TPOT", color: () => PHASE.decode, summary: "median_tpot_ms", sla: true },
+  { key: "itl", title: "ITL", color: () => STAGE_KIND.memory, summary: "median_itl_ms", sla: true },
 ];
 const fmt = (v) => (Number.isFinite(v) ? (v >= 100 ? v.toFixed(0) : v.toPrecision(3)) : "–");
 
@@ -22,7 +22,7 @@ export class LatencyDistView {
   }
 
   render(force = false) {
-    const stamp = this.store.stamp(["requests"]) + (this.store.ended ? ":end" : "");
+    const stamp = this.store.stamp(["requests", "theme"]) + (this.store.ended ? ":end" : "");
     if (!force && stamp === this.drawn) return false;
     this.drawn = stamp;
     const s = this.store;
@@ -42,7 +42,7 @@ export class LatencyDistView {
       const st = this.serving.stats(p.key);
       traces.push({
         type: "histogram", name: p.title, meta: p.key, x: st.sorted, nbinsx: 30, xaxis: `x${ax}`, yaxis: `y${ax}`,
-        marker: { color: p.color, line: { color: THEME.paper, width: 0.5 } },
+        marker: { color: p.color(), line: { color: THEME.paper, width: 0.5 } },
         hovertemplate: `${p.title} %{x} ms: %{y} ${p.key === "itl" ? "gaps" : "requests"}<extra>whole model, simulated</extra>`,
       });
       layout[`xaxis${ax}`] = { domain: dom(i), anchor: `y${ax}`, gridcolor: THEME.grid, zeroline: false, title: { text: `${p.title} (ms)`, standoff: 2 }, rangemode: "tozero" };
@@ -50,10 +50,10 @@ export class LatencyDistView {
       const mark = (v, color, dash, label, y) => {
         if (!Number.isFinite(v)) return;
         shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: v, x1: v, y0: 0, y1: 1, line: { color, width: 1.5, dash } });
-        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, text: label, showarrow: false, xanchor: "left", font: { size: 10, color }, bgcolor: "rgba(22,22,30,0.7)" });
+        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, text: label, showarrow: false, xanchor: "left", font: { size: 10, color }, bgcolor: THEME.panel });
       };
-      mark(st.p50, "#c0caf5", "solid", `p50 ${fmt(st.p50)}`, 0.98);
-      mark(st.p99, "#ff9e64", "dot", `p99 ${fmt(st.p99)}`, 0.84);
+      mark(st.p50, THEME.bright, "solid", `p50 ${fmt(st.p50)}`, 0.98);
+      mark(st.p99, SERIES.error, "dot", `p99 ${fmt(st.p99)}`, 0.84);
       if (p.sla && sla) mark(sla, SERIES.sla, "dash", `SLA ${sla}`, 0.7);
       annotations.push({
         xref: `x${ax} domain`, yref: `y${ax} domain`, x: 0, y: 1.02, yanchor: "bottom", xanchor: "left", showarrow: false,

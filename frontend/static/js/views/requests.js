@@ -2,8 +2,8 @@
 // step that computed some of its prompt), decode, preempted and recomputed, finished. The requests of the step
 // running now are outlined. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
 
-import { PLOT_CONFIG, REQUEST_STATE, plotLayout } from "../colors.js";
-import { applyRange, listenRange } from "./cursor.js";
+import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
+import { bindZoom } from "./cursor.js";
 
 const LABEL = {
   waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
@@ -17,9 +17,9 @@ export class RequestsView {
     this.store = store;
     this.serving = serving;
     this.info = info;
+    this.id = "requests";
+    this.title = "request lanes";
     this.drawn = "";
-    this.range = null;
-    this.onRange = null; // linked axes
   }
 
   hover(r) {
@@ -43,8 +43,9 @@ export class RequestsView {
     const rows = sv.order.length;
     const h = Math.max(this.el.clientHeight - 40, 60);
     const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
-    const [r0, r1] = this.range || [0, s.duration || 1];
-    const minDur = ((r1 - r0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // at least 1.5 px wide
+    const ax = s.axis;
+    const [x0, x1] = ax.shown();
+    const minW = ((x1 - x0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // a bar is at least 1.5 px wide
     const by = {};
     for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [], text: [] };
     const done = { x: [], y: [], text: [] };
@@ -55,32 +56,34 @@ export class RequestsView {
         const t = by[seg.state];
         if (!t) continue;
         const chunk = seg.state === "prefill" || seg.state === "recompute";
-        const gap = chunk ? (seg.t1 - seg.t0) * 0.12 : 0; // consecutive chunks stay apart
-        const t1 = Math.max(seg.t1 - gap, seg.t0 + minDur);
+        const a = ax.toX(seg.t0);
+        const b = ax.toX(seg.t1);
+        const gap = chunk ? (b - a) * 0.12 : 0; // consecutive chunks stay apart
         const tx = chunk ? `${text}<br>${LABEL[seg.state]}: ${seg.n} tokens this step` : `${text}<br>${LABEL[seg.state]}`;
-        t.x.push(seg.t0, t1, null);
+        t.x.push(a, Math.max(b - gap, a + minW), null);
         t.y.push(row, row, null);
         t.text.push(tx, tx, null);
       }
       if (r.finished !== null) {
-        done.x.push(r.finished);
+        done.x.push(ax.toX(r.finished));
         done.y.push(row);
         done.text.push(`${text}<br>finished`);
       }
     });
     const out = [];
     const cur = sv.stepAt(now);
-    if (cur && now <= cur.start + cur.dur * 1.001 + minDur) {
+    if (cur && now <= cur.start + cur.dur * 1.001) {
       const hl = { x: [], y: [] };
       for (const id of cur.ids) {
         const row = sv.order.indexOf(id);
         if (row < 0) continue;
-        hl.x.push(cur.start, Math.max(cur.start + cur.dur, cur.start + minDur), null);
+        const a = ax.toX(cur.start);
+        hl.x.push(a, Math.max(ax.toX(cur.start + cur.dur), a + minW), null);
         hl.y.push(row, row, null);
       }
       out.push({
         type: "scatter", mode: "lines", name: "current step", meta: "current-step", x: hl.x, y: hl.y,
-        line: { color: "rgba(255,255,255,0.55)", width: width + 5 }, hoverinfo: "skip", connectgaps: false,
+        line: { color: THEME.bright, width: width + 5 }, opacity: 0.5, hoverinfo: "skip", connectgaps: false,
       });
     }
     for (const [state, t] of Object.entries(by)) {
@@ -98,29 +101,27 @@ export class RequestsView {
   }
 
   render(force = false) {
-    const stamp = this.store.stamp(["requests", "clock"]);
-    if (!force && stamp === this.drawn) return false;
+    const stamp = this.store.stamp(["requests", "clock", "axis", "theme"]);
+    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
     this.drawn = stamp;
+    this.el.dataset.axisDrawn = "1";
     const s = this.store;
     const sv = this.serving;
     const rows = Math.max(sv.order.length, 1);
     const layout = plotLayout({
-      uirevision: `${s.scenario ? s.scenario.name : ""}:${s.duration}`,
-      margin: { l: 56, r: 10, t: 8, b: 30 },
-      xaxis: { range: this.range || [0, s.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "simulated time (µs, one layer)", standoff: 2 } },
+      uirevision: "requests",
+      margin: { l: 56, r: 10, t: 8, b: 40 },
+      xaxis: s.axis.xaxis(),
       yaxis: { range: [rows - 0.5, -0.5], title: { text: "request" }, gridcolor: "rgba(0,0,0,0)", zeroline: false, dtick: rows > 40 ? Math.ceil(rows / 8) : rows > 10 ? 5 : 1 },
+      shapes: s.axis.breaks().shapes,
       hovermode: "closest",
     });
     Plotly.react(this.el, this.traces(), layout, PLOT_CONFIG);
-    listenRange(this);
+    bindZoom(this.el, s);
     const running = sv.order.filter((id) => ["prefill", "decode", "recompute"].includes(sv.requests.get(id).state)).length;
     const waiting = sv.order.filter((id) => ["waiting", "preempted"].includes(sv.requests.get(id).state)).length;
     this.info.textContent = `${sv.order.length} requests · ${running} running · ${waiting} waiting · ${sv.finishedCount} finished · ${sv.preemptions} preemptions`;
     return true;
-  }
-
-  setRange(range) {
-    applyRange(this, range);
   }
 }
 

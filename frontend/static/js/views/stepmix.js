@@ -2,8 +2,8 @@
 // on the timeline), the token budget (max_num_batched_tokens) as a line, and each step's whole-model duration on
 // the right axis. Prefill bursts are tall orange bars, decode pulses short cyan ones. Same time axis as the timeline.
 
-import { PLOT_CONFIG, STEP_MIX, plotLayout } from "../colors.js";
-import { applyRange, listenRange } from "./cursor.js";
+import { PLOT_CONFIG, STEP_MIX, legendAbove, plotLayout } from "../colors.js";
+import { bindZoom } from "./cursor.js";
 
 const MAX_BARS = 1500; // more steps than this in view: one bar per screen pixel (the step with most tokens)
 
@@ -13,21 +13,21 @@ export class StepMixView {
     this.store = store;
     this.serving = serving;
     this.info = info;
+    this.id = "step-mix";
+    this.title = "step composition";
     this.drawn = "";
-    this.range = null;
-    this.onRange = null;
   }
 
   visible() {
-    const s = this.store;
-    const [r0, r1] = this.range || [0, s.duration || 1];
-    const steps = this.serving.steps.filter((st) => st.start + st.dur >= r0 && st.start <= r1);
+    const ax = this.store.axis;
+    const [x0, x1] = ax.shown();
+    const steps = this.serving.steps.filter((st) => ax.toX(st.start + st.dur) >= x0 && ax.toX(st.start) <= x1);
     if (steps.length <= MAX_BARS) return steps;
-    const pxUs = (r1 - r0) / Math.max(this.el.clientWidth - 100, 100);
+    const pxX = (x1 - x0) / Math.max(this.el.clientWidth - 100, 100);
     const out = [];
     for (const st of steps) {
       const last = out[out.length - 1];
-      if (last && Math.floor(last.start / pxUs) === Math.floor(st.start / pxUs)) {
+      if (last && Math.floor(ax.toX(last.start) / pxX) === Math.floor(ax.toX(st.start) / pxX)) {
         if (st.prefill + st.decode > last.prefill + last.decode) out[out.length - 1] = st;
       } else out.push(st);
     }
@@ -35,13 +35,15 @@ export class StepMixView {
   }
 
   render(force = false) {
-    const stamp = this.store.stamp(["steps"]);
-    if (!force && stamp === this.drawn) return false;
+    const stamp = this.store.stamp(["steps", "axis", "theme"]);
+    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
     this.drawn = stamp;
+    this.el.dataset.axisDrawn = "1";
     const s = this.store;
+    const ax = s.axis;
     const steps = this.visible();
-    const x = steps.map((st) => st.start + st.dur / 2);
-    const w = steps.map((st) => st.dur * 0.92);
+    const x = steps.map((st) => (ax.toX(st.start) + ax.toX(st.start + st.dur)) / 2);
+    const w = steps.map((st) => (ax.toX(st.start + st.dur) - ax.toX(st.start)) * 0.92);
     const custom = steps.map((st) => [st.index, st.seqs, st.prefill, st.decode, st.budget, st.mdur / 1e3, st.dur, st.cached ?? "–"]);
     const tmpl =
       "step %{customdata[0]}: %{customdata[1]} sequences<br>prefill %{customdata[2]} + decode %{customdata[3]} tokens" +
@@ -50,7 +52,7 @@ export class StepMixView {
     const bx = [];
     const by = [];
     for (const st of steps) {
-      bx.push(st.start, st.start + st.dur);
+      bx.push(ax.toX(st.start), ax.toX(st.start + st.dur));
       by.push(st.budget, st.budget);
     }
     const traces = [
@@ -66,27 +68,24 @@ export class StepMixView {
       },
     ];
     const layout = plotLayout({
-      uirevision: `${s.scenario ? s.scenario.name : ""}:${s.duration}`,
+      uirevision: "step-mix",
       barmode: "stack",
       bargap: 0,
       showlegend: true,
-      legend: { orientation: "h", x: 0, y: 1.14, font: { size: 10 } },
-      margin: { l: 50, r: 50, t: 22, b: 30 },
-      xaxis: { range: this.range || [0, s.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "simulated time (µs, one layer)", standoff: 2 } },
+      legend: legendAbove(),
+      margin: { l: 50, r: 50, t: 26, b: 40 },
+      xaxis: ax.xaxis(),
+      shapes: ax.breaks().shapes,
       yaxis: { title: { text: "tokens / step" }, gridcolor: "#2a2e42", rangemode: "tozero" },
       yaxis2: { title: { text: "ms / step (model)" }, overlaying: "y", side: "right", rangemode: "tozero", showgrid: false, color: STEP_MIX.duration },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    listenRange(this);
+    bindZoom(this.el, s);
     const all = this.serving.steps;
     const pf = all.reduce((a, st) => a + st.prefill, 0);
     const dc = all.reduce((a, st) => a + st.decode, 0);
     const mixed = all.filter((st) => st.prefill > 0 && st.decode > 0).length;
     this.info.textContent = `${all.length} steps · ${mixed} mixed · ${pf} prefill + ${dc} decode tokens`;
     return true;
-  }
-
-  setRange(range) {
-    applyRange(this, range);
   }
 }
