@@ -83,6 +83,7 @@ class PageAllocEvent(_Event):
     logical: list[int]  # logical page index within the owner's block table
     banks: list[int]
     slots: list[int]
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class PageFreeEvent(_Event):
@@ -90,6 +91,7 @@ class PageFreeEvent(_Event):
     owner: str
     banks: list[int]
     slots: list[int]
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class AllocFailEvent(_Event):
@@ -115,6 +117,7 @@ class PageMigrateEvent(_Event):
     bytes: float
     dur_us: float
     reason: Literal["make_room", "compact"] = "make_room"
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class PageEvictEvent(_Event):
@@ -124,6 +127,7 @@ class PageEvictEvent(_Event):
     banks: list[int]
     slots: list[int]
     bytes: float
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class MemoryEvent(_Event):
@@ -148,6 +152,35 @@ class DecodeStepEvent(_Event):
     stage_us: dict[str, float] = Field(default_factory=dict)
     cross_bank_reads: int = 0
     refetched_pages: int = 0
+
+
+class RequestEvent(_Event):
+    """A request's life in a serving run: sent by the client, first scheduled, first token, preempted, finished."""
+
+    kind: Literal["request"] = "request"
+    request_id: int
+    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished"]
+    input_len: int
+    output_len: int
+    num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)
+    num_output_tokens: int  # generated so far
+
+
+class StepEvent(_Event):
+    """One engine step of a serving run: what the scheduler put in it and how long it took; t_us == start_us."""
+
+    kind: Literal["step"] = "step"
+    index: int
+    start_us: float
+    dur_us: float  # one layer
+    model_dur_us: float  # the whole model step (what a client sees)
+    num_seqs: int
+    prefill_tokens: int
+    decode_tokens: int
+    token_budget: int
+    request_ids: list[int]
+    num_tokens: list[int]  # tokens scheduled per request this step, parallel to request_ids
+    cached_blocks: int | None = None  # prefix-cache blocks reused by requests admitted this step
 
 
 class FaultEvent(_Event):
@@ -212,6 +245,8 @@ Event = Annotated[
     | PageEvictEvent
     | MemoryEvent
     | DecodeStepEvent
+    | RequestEvent
+    | StepEvent
     | FaultEvent
     | CrcEvent
     | NumericsEvent
@@ -225,7 +260,7 @@ EVENT_KINDS = tuple(
     m.model_fields["kind"].default
     for m in (
         PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
-        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, FaultEvent, CrcEvent,
+        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
         NumericsEvent, ExpertsEvent, SummaryEvent,
     )
 )

@@ -26,6 +26,9 @@ MAX_PROMPT_LEN = 262_144
 MAX_DECODE_STEPS = 8_192
 MAX_BANKS = 256
 MAX_PAGES = 65_536  # pages of one sequence (prompt + decode + hint)
+MAX_REQUESTS = 10_000
+MAX_REQUEST_TOKENS = 262_144  # input (with the shared prefix) or output length of one request
+MAX_WORKLOAD_TOKENS = 20_000_000  # input + output tokens of a whole workload (bounds CPU and memory per run)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 DEFAULT_PAGE_SIZE: dict[str, int] = {"article": 256, "vllm": 16}
@@ -79,6 +82,54 @@ class TourStep(Strict):
     check: TourCheck | None = None
 
 
+class WorkloadSpec(Strict):
+    """Many requests, as `vllm bench serve --dataset-name random` sends them (or as a trace file lists them)."""
+
+    # request_rate defaults to inf: JSON carries it as the string "Infinity", which parses back
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, ser_json_inf_nan="strings")
+
+    num_requests: int = Field(100, ge=1, le=MAX_REQUESTS, description="requests to send (--num-prompts)")
+    input_len: int = Field(1024, ge=1, le=MAX_REQUEST_TOKENS, description="mean prompt tokens (--random-input-len)")
+    output_len: int = Field(128, ge=1, le=MAX_REQUEST_TOKENS, description="mean output tokens (--random-output-len)")
+    range_ratio: float = Field(
+        0.0, ge=0.0, le=1.0, description="each length uniform in [L(1-r), L(1+r)] (--random-range-ratio)"
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, le=MAX_REQUESTS, description="requests in flight at once, client side (null: no cap)"
+    )
+    request_rate: float = Field(
+        float("inf"), gt=0.0, description="requests per second, Poisson arrivals (inf: all at once)"
+    )
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="lengths, arrivals and token ids")
+    shared_prefix_len: int = Field(
+        0, ge=0, le=MAX_REQUEST_TOKENS, description="tokens every prompt starts with (--random-prefix-len)"
+    )
+    trace: str | None = Field(
+        None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
+    )
+
+    @model_validator(mode="after")
+    def _bounded_tokens(self) -> WorkloadSpec:
+        r = self.range_ratio
+        most = self.num_requests * (
+            self.shared_prefix_len + int(self.input_len * (1 + r)) + int(self.output_len * (1 + r))
+        )
+        if self.trace is None and most > MAX_WORKLOAD_TOKENS:
+            raise ValueError(
+                f"num_requests x (shared_prefix_len + input_len + output_len) may reach {most} tokens; "
+                f"the limit is {MAX_WORKLOAD_TOKENS}"
+            )
+        return self
+
+
+class SchedulerSpec(Strict):
+    """vLLM V1 scheduler limits (the vllm runtime; the article runtime keeps its chunk scheduler)."""
+
+    max_num_batched_tokens: int = Field(8192, ge=16, le=262_144, description="token budget of one engine step")
+    max_num_seqs: int = Field(256, ge=1, le=4096, description="running requests at most")
+    prefix_caching: bool = Field(False, description="reuse cached full KV blocks of identical prefixes")
+
+
 class CompareSpec(Strict):
     """Run the scenario a second time with these overrides, and show both."""
 
@@ -89,14 +140,8 @@ class CompareSpec(Strict):
     @classmethod
     def _known_fields(cls, v: dict[str, Any]) -> dict[str, Any]:
         """Each override is checked here, against its field alone, so a bad one is named at load time."""
-        probe = ScenarioSpec.model_construct()
         for key, value in v.items():
-            if key not in ScenarioSpec.model_fields or key in ("compare", "tour"):
-                raise ValueError(f"unknown or not overridable field {key!r}")
-            try:
-                ScenarioSpec.__pydantic_validator__.validate_assignment(probe, key, value)
-            except ValidationError as e:
-                raise ValueError(f"{key}: {e.errors()[0]['msg']}") from None
+            check_override(key, value)
         return v
 
 
@@ -133,6 +178,10 @@ class ScenarioSpec(Strict):
     seed: int = Field(0, ge=0, le=2**31 - 1)
     faults: list[FaultSpec] = Field(default_factory=list, max_length=16)
     actions: list[ActionSpec] = Field(default_factory=list, max_length=64)
+    workload: WorkloadSpec | None = Field(
+        None, description="many requests (null: one request of prompt_len and decode_steps)"
+    )
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     compare: CompareSpec | None = None
     tour: list[TourStep] = Field(default_factory=list, max_length=32)
 
@@ -166,10 +215,41 @@ class ScenarioSpec(Strict):
         return self.page_size or DEFAULT_PAGE_SIZE[self.runtime]
 
     def with_overrides(self, overrides: dict[str, Any]) -> ScenarioSpec:
-        """A new validated spec with top-level fields replaced (the CLI's --set, the dashboard's form)."""
+        """A new validated spec with fields replaced (the CLI's --set, the dashboard's form); a dotted key
+        (`workload.max_concurrency`) sets one field of a nested model, creating the model if it is null."""
         data = self.model_dump()
-        data.update(overrides)
+        for key, value in overrides.items():
+            top, _, sub = key.partition(".")
+            if not sub:
+                data[top] = value
+                continue
+            if not isinstance(data.get(top), dict):
+                data[top] = {}
+            data[top][sub] = value
         return ScenarioSpec.model_validate(data)
+
+
+NESTED: dict[str, type[BaseModel]] = {"workload": WorkloadSpec, "scheduler": SchedulerSpec}
+
+
+def known_field(key: str) -> bool:
+    """A top-level field, or `model.field` of a nested model (workload, scheduler)."""
+    top, _, sub = key.partition(".")
+    if not sub:
+        return top in ScenarioSpec.model_fields
+    return top in NESTED and sub in NESTED[top].model_fields
+
+
+def check_override(key: str, value: Any) -> None:
+    """Check one override against its field alone (ValueError naming it)."""
+    if not known_field(key) or key in ("compare", "tour"):
+        raise ValueError(f"unknown or not overridable field {key!r}")
+    top, _, sub = key.partition(".")
+    model, name = (NESTED[top], sub) if sub else (ScenarioSpec, top)
+    try:
+        model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+    except ValidationError as e:
+        raise ValueError(f"{key}: {e.errors()[0]['msg']}") from None
 
 
 class ScenarioError(ValueError):
@@ -231,7 +311,7 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
         key, sep, raw = a.partition("=")
         if not sep or not key:
             raise ScenarioError(f"--set {a!r}: expected key=value")
-        if key not in ScenarioSpec.model_fields:
+        if not known_field(key):
             raise ScenarioError(f"--set {a!r}: unknown field {key!r}")
         try:
             out[key] = yaml.safe_load(raw)
@@ -241,7 +321,7 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
 
 
 def apply_overrides(spec: ScenarioSpec, overrides: dict[str, Any], source: str = "--set") -> ScenarioSpec:
-    unknown = [k for k in overrides if k not in ScenarioSpec.model_fields]
+    unknown = [k for k in overrides if not known_field(k)]
     if unknown:
         raise ScenarioError(f"{source}: unknown field {unknown[0]!r}")
     try:

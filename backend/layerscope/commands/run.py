@@ -33,6 +33,20 @@ TABLE = (
     ("faults_detected", "faults detected", ""),
     ("crc_bad_banks", "banks failing CRC", ""),
     ("max_rel_error", "max numeric rel. error (scaled)", ""),
+    # serving runs (a workload): the figures `vllm bench serve` prints, whole-model times
+    ("completed", "successful requests", ""),
+    ("duration", "benchmark duration", "s"),
+    ("request_throughput", "request throughput", "req/s"),
+    ("output_throughput", "output token throughput", "tok/s"),
+    ("total_token_throughput", "total token throughput", "tok/s"),
+    ("mean_ttft_ms", "mean TTFT", "ms"),
+    ("p99_ttft_ms", "P99 TTFT", "ms"),
+    ("mean_tpot_ms", "mean TPOT", "ms"),
+    ("p99_tpot_ms", "P99 TPOT", "ms"),
+    ("mean_itl_ms", "mean ITL", "ms"),
+    ("p99_itl_ms", "P99 ITL", "ms"),
+    ("num_preemptions", "preemptions", ""),
+    ("prefix_cache_hit_rate", "prefix cache hit rate", ""),
 )
 
 

@@ -158,6 +158,20 @@ class ArticleRuntime(RuntimePlan):
         ]
         return [_fused(k, first=i == 0) for i, k in enumerate(stages)]
 
+    def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        """The article runs each prompt chunk as its own launches, then the fused decode pipeline once for every
+        decoding sequence (batch = their count, context = their mean: the pipeline reads each one's KV)."""
+        if not batch:
+            raise ValueError("a step needs at least one sequence")
+        ks: list[Kernel] = []
+        for n, ctx in batch:
+            if n > 1:
+                ks += self.prefill_chunk(model, n, ctx, dtype)
+        decodes = [ctx + 1 for n, ctx in batch if n == 1]
+        if decodes:
+            ks += self.decode_step(model, round(sum(decodes) / len(decodes)), len(decodes), dtype)
+        return ks
+
     def switch_over(self, model: ModelConfig) -> list[Kernel]:
         p = self.profile
         return [

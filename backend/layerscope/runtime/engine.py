@@ -32,7 +32,6 @@ from layerscope.events import (
     DecodeStepEvent,
     ExpertsEvent,
     FaultEvent,
-    KernelEvent,
     MemoryEvent,
     NumericsEvent,
     PageAllocEvent,
@@ -53,9 +52,10 @@ from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
 from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
-from layerscope.runtime.plan import ACT_BYTES, get_runtime
+from layerscope.runtime.plan import get_runtime, workspace_bytes
 from layerscope.runtime.shadow import NumericShadow, ShadowResult
 from layerscope.runtime.summary import summarize
+from layerscope.runtime.timing import COPY, Timing
 from layerscope.scenario import ActionSpec, ScenarioSpec
 
 # Host link for re-fetching evicted pages: PCIe Gen5 x16 moves ~50 GB/s in practice (64 GB/s raw).
@@ -63,7 +63,6 @@ HOST_LINK_BW = 50e9
 # A stale address-map entry: the kernel finds the wrong chunk epoch on the page, re-walks the page table and
 # re-reads the page, serialized (assumed one HBM round trip plus a page-table walk, ~1 us).
 STALE_RETRY_US = 1.0
-COPY = "copy"
 
 
 @dataclass
@@ -77,11 +76,22 @@ class SimResult:
 
 def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
     with single_threaded_blas():  # every matmul here is small (scaled layer, router): threads cost more than they save
-        result = _Engine(spec, progress).run()
+        result = _run(spec, progress)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
-            result.compare = _Engine(other, None).run()
+            result.compare = _run(other, None)
     return result
+
+
+def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None) -> SimResult:
+    """A workload goes through the serving engine; the one-request shorthand through the single-request loop."""
+    if spec.workload is None:
+        return _Engine(spec, progress).run()
+    from layerscope.runtime.serving import ServingEngine
+
+    events, summary = ServingEngine(spec, progress).run()
+    topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu_preset(spec.gpu)))
+    return SimResult(spec=spec, events=events, topology=topology, summary=summary)
 
 
 @dataclass
@@ -144,7 +154,6 @@ class _Engine:
         self.events: list[Any] = []
         self.stats = _Stats()
         self.t = 0.0
-        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
         self.stale: dict[int, int] = {}  # decode address map corruption: logical -> logical whose slot it reads
         self._chunk_pages: list[range] = []  # full-size logical pages each prefill chunk wrote
         self._in_flight: set[int] = set()  # pages of the chunk between its KV write and its barrier
@@ -152,7 +161,7 @@ class _Engine:
         self.hint_pending = False
         self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
         self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
-        self._streams: dict[str, float] = {}  # stream -> time it is free
+        self.timing = Timing(self.cost_model, self._emit)
         self._embedding_hit_rate = embedding_hit_rate(self.model, self.gpu.l2_bytes)
         self._version = 0  # bumps whenever a block table changes
         self._work_total = max(1, -(-spec.prompt_len // max(16, spec.low_mem_chunk_size)) + spec.decode_steps)
@@ -343,7 +352,7 @@ class _Engine:
             row_hit = i > 0 and self.rng.random() < self._embedding_hit_rate  # this token's row is L2-resident?
             env = _env_for(reader, CostEnv(1.0 - stolen, i > 0), CostEnv(1.0 - stolen, i > 0, extra_bytes, extra_us),
                            CostEnv(1.0 - stolen, row_hit))
-            self.t = max(self.t, self._stream_free(COPY))
+            self.t = max(self.t, self.timing.stream_free(COPY))
             start = self.t
             stage_us: dict[str, float] = {}
             end = self._launch(switch + kernels, "decode", env, step=i, stages=stage_us)
@@ -431,9 +440,7 @@ class _Engine:
 
     def _emit_migration(self, m: Migration) -> None:
         c = self._migration_cost()
-        start = max(self.t, self._stream_free(COPY))
-        self._kernel_event(c, "decode" if m.reason == "make_room" else "idle", start, None, None)
-        self._streams[COPY] = start + c.time_us
+        start = self.timing.copy(c, self.t, "decode" if m.reason == "make_room" else "idle")
         self.kv.moved(m.from_bank, m.from_slot, m.to_bank, m.to_slot)
         self.stats.migrations += 1
         self.stats.migrated_bytes += 2 * self.kv.page_bytes
@@ -463,9 +470,7 @@ class _Engine:
         k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
                    shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory")
         c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW / self.gpu.hbm_bw))
-        start = max(self.t, self._stream_free(COPY))
-        self._kernel_event(c, "decode", start, None, step)
-        self._streams[COPY] = start + c.time_us
+        start = self.timing.copy(c, self.t, "decode", step)
         restored: list[tuple[int, int, int]] = []
         for p in evicted:
             where = self.kv.allocator.restore(SEQ, p)
@@ -528,7 +533,7 @@ class _Engine:
         for m in alloc.compact(order[0], need):
             self._emit_migration(m)
         self._version += 1
-        self.t = max(self.t, self._stream_free(COPY))
+        self.t = max(self.t, self.timing.stream_free(COPY))
         if self.hint_pending:
             self._reserve_hint()
         self._snapshot(activation=0.0, banks=True)
@@ -691,48 +696,16 @@ class _Engine:
                                 assumed="balanced"))
 
     # == time and memory ============================================================================
-    def _stream_free(self, stream: str) -> float:
-        return self._streams.get(stream, 0.0)
-
     def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
-        key = (k, env)
-        c = self._costs.get(key)
-        if c is None:
-            c = self._costs[key] = self.cost_model.cost(k, env)
-        return c
+        return self.timing.cost(k, env)
 
     def _launch(self, kernels: list[Kernel], phase: str, env: Callable[[Kernel], CostEnv],
                 chunk: int | None = None, step: int | None = None, stages: dict[str, float] | None = None) -> float:
-        """Lay kernels end to end (a copy-stream kernel runs beside the compute it follows); returns the end."""
-        dep = self.t  # end of the last non-copy kernel: the data dependency
-        end = self.t
         costs = self.stats.prefill_costs if phase == "prefill" else self.stats.decode_costs
-        for k in kernels:
-            c = self._cost(k, env(k))
-            start = max(dep, self._stream_free(k.stream))
-            self._kernel_event(c, phase, start, chunk, step)
-            finish = start + c.time_us
-            self._streams[k.stream] = finish
-            if k.stream != COPY:
-                dep = finish
-            end = max(end, finish)
-            costs.append(c)
-            if stages is not None:
-                stages[k.stage] = stages.get(k.stage, 0.0) + c.time_us
-        return end
-
-    def _kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
-        k = c.kernel
-        self._emit(KernelEvent.model_validate(dict(
-            t_us=start, kind="kernel", name=k.name, stage=k.stage, stage_kind=k.kind, phase=phase,
-            stream=k.stream, start_us=start, dur_us=c.time_us, flops=k.flops, bytes=k.bytes, bound=c.bound,
-            hbm_util=c.hbm_util, l2_hit=c.l2_hit, chunk=chunk, step=step, shapes=k.shapes)))
+        return self.timing.launch(kernels, self.t, phase, env, chunk, step, stages, costs)
 
     def _workspace(self, tokens: int) -> float:
-        """One layer's transient activations for `tokens` tokens, bf16 (x, q, k, v, attention out, MLP)."""
-        m = self.model
-        mlp = 3 * m.num_experts_per_tok * m.moe_intermediate_size if m.is_moe else 3 * m.intermediate_size
-        return tokens * ACT_BYTES * (2 * m.hidden_size + m.q_dim + 2 * m.kv_dim + mlp)
+        return workspace_bytes(self.model, tokens)
 
     def _free_bytes(self) -> float:
         return self.free_start - self.kv.used_pages * self.kv.page_bytes

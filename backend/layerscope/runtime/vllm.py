@@ -52,6 +52,25 @@ class VllmRuntime(RuntimePlan):
         attn = self._decode_attention(model, context_len, batch)
         return self._layer(model, batch, attn, dtype)
 
+    def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        """GEMMs over every token of the step; attention per sequence, merged into one varlen launch per kind
+        (prefill chunks attend to their cached context, decodes read their whole KV); MoE over the distinct
+        experts all the step's tokens touch."""
+        if not batch:
+            raise ValueError("a step needs at least one sequence")
+        for n, ctx in batch:
+            _check(n, ctx)
+        prefills = [(n, ctx) for n, ctx in batch if n > 1]
+        decodes = [ctx + 1 for n, ctx in batch if n == 1]
+        attn: list[Kernel] = []
+        if len(prefills) == 1:
+            attn += self._prefill_attention(model, *prefills[0])
+        elif prefills:
+            attn.append(self._varlen_prefill_attention(model, prefills))
+        if decodes:
+            attn += self._decode_attention(model, sum(decodes) // len(decodes), len(decodes), sum(decodes))
+        return self._layer(model, sum(n for n, _ in batch), attn, dtype)
+
     # -- the layer, around its attention -------------------------------------------------------------------------
     def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str) -> list[Kernel]:
         w = _weight_dtype(m, dtype)
@@ -117,9 +136,27 @@ class VllmRuntime(RuntimePlan):
             )
         ]
 
-    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int) -> list[Kernel]:
-        flops = 4.0 * batch * m.num_attention_heads * m.head_dim * ctx
-        byts = decode_attention_bytes(batch, ctx, m.q_dim, m.kv_dim, DTYPE_BYTES[m.kv_dtype])
+    def _varlen_prefill_attention(self, m: ModelConfig, seqs: list[tuple[int, int]]) -> Kernel:
+        kv_b = DTYPE_BYTES[m.kv_dtype]
+        flops = sum(attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True) for t, ctx in seqs)
+        byts = sum(flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b) for t, ctx in seqs)
+        t = sum(n for n, _ in seqs)
+        return Kernel(
+            "flash_fwd_kernel",
+            "attention",
+            "attention",
+            flops,
+            byts,
+            shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] over {len(seqs)} sequences, causal, varlen",
+        )
+
+    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None) -> list[Kernel]:
+        """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx)."""
+        total = batch * ctx if total_ctx is None else total_ctx
+        flops = 4.0 * m.num_attention_heads * m.head_dim * total
+        byts = decode_attention_bytes(1, total, m.q_dim, m.kv_dim, DTYPE_BYTES[m.kv_dtype]) + (batch - 1) * (
+            2 * m.q_dim * 2.0
+        )
         return [
             Kernel(
                 "flash_fwd_splitkv_kernel",

@@ -248,6 +248,9 @@ class Session:
 
     def _check_work(self, spec: scn.ScenarioSpec, cmd: LoadCommand) -> None:
         """Refuse runs bigger than the server allows before spending CPU on them."""
+        if spec.workload is not None:
+            self._check_workload(spec, cmd)
+            return
         chunks = -(-spec.prompt_len // min(spec.chunk_size, spec.low_mem_chunk_size))
         work = (chunks + spec.decode_steps) * (2 if spec.compare else 1)
         limit = self.settings.max_sim_work
@@ -258,6 +261,29 @@ class Session:
                 f"field '{name}': this run needs {work} chunks + decode steps{' (x2 for compare)' * bool(spec.compare)}"
                 f"; this server simulates at most {limit} per run (raise chunk_size or shorten the run)",
                 f"{where}.{name}" if where != "scenario" else where,
+            )
+
+    def _check_workload(self, spec: scn.ScenarioSpec, cmd: LoadCommand) -> None:
+        """A workload's work: the engine steps it needs at least (prompt tokens over the step budget, plus the
+        decode steps of each wave of concurrent requests), with every length at its range's top."""
+        w = spec.workload
+        assert w is not None
+        if w.trace is not None:
+            raise CommandError("field 'workload.trace': trace files are read by the CLI only", "workload.trace")
+        r = w.range_ratio
+        prompt = w.num_requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
+        budget = spec.scheduler.max_num_batched_tokens if spec.runtime == "vllm" else spec.chunk_size
+        concurrent = min(w.num_requests, spec.scheduler.max_num_seqs, w.max_concurrency or w.num_requests)
+        waves = -(-w.num_requests // concurrent)
+        work = (-(-prompt // budget) + waves * int(w.output_len * (1 + r))) * (2 if spec.compare else 1)
+        limit = self.settings.max_sim_work
+        if work > limit:
+            name = "workload.num_requests" if waves > 1 else "workload.output_len"
+            raise CommandError(
+                f"field '{name}': this workload needs about {work} engine steps"
+                f"{' (x2 for compare)' * bool(spec.compare)}; this server simulates at most {limit} per run "
+                "(fewer or shorter requests, or more of them at once)",
+                name,
             )
 
     async def _replay(self, spec: scn.ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
@@ -347,7 +373,8 @@ def _field_of(message: str, cmd: LoadCommand) -> str:
     """The field a ScenarioError names ("field 'chunk_size': ..."), else where the bad input came from."""
     if "field '" in message:
         name = message.split("field '", 1)[1].split("'", 1)[0]
-        return f"{'set' if cmd.set and name.split('.')[0] in cmd.set else 'spec'}.{name}"
+        in_set = cmd.set and (name in cmd.set or name.split('.')[0] in cmd.set)
+        return f"{'set' if in_set else 'spec'}.{name}"
     if "unknown field '" in message or "unknown field " in message:
         return "set"
     return "scenario" if cmd.scenario is not None else "spec"
