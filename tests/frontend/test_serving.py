@@ -114,3 +114,23 @@ def test_frames_of_any_size_give_the_same_state(run) -> None:
     events, out = run
     one = run_js(events, frame=1)
     assert one["requests"] == out["requests"] and one["stats"] == out["stats"]
+
+
+@pytest.mark.parametrize("preset", ["serving-kv-preemption", "serving-long-prompt-itl"])
+def test_the_views_figures_equal_the_servers_summary_on_a_real_run(preset: str) -> None:
+    """The histograms' TTFT / TPOT / ITL (from events, in the browser) match the engine's vllm-bench summary."""
+    from layerscope.runtime.engine import simulate
+    from layerscope.scenario import load_preset
+
+    result = simulate(load_preset(preset).model_copy(update={"compare": None}))
+    events = sorted((e.model_dump(mode="json") for e in result.events), key=lambda e: e["t_us"])
+    kinds = {"request", "step"}
+    out = run_js([e for e in events if e["kind"] in kinds] + [events[-1]], frame=500)
+    s = result.summary
+    assert out["stats"]["ttft"]["n"] == s["completed"] == len(out["requests"])
+    for key in ("ttft", "tpot", "itl"):
+        assert out["stats"][key]["p50"] == pytest.approx(s[f"median_{key}_ms"], rel=1e-3), key
+        assert out["stats"][key]["p99"] == pytest.approx(s[f"p99_{key}_ms"], rel=1e-3), key
+    assert sum(r["preemptions"] for r in out["requests"].values()) == s["num_preemptions"]
+    want = {str(e["request_id"]): e["output_len"] for e in events if e["kind"] == "request"}
+    assert {rid: r["tokens"] for rid, r in out["requests"].items()} == want  # every token counted, none twice

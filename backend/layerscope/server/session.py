@@ -37,7 +37,7 @@ from layerscope.protocol import (
     StepCommand,
 )
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import EncodedEvent, PreparedRun, ReplayError, RunCache, replay_run
+from layerscope.server.runs import EncodedEvent, PreparedRun, ReplayError, RunCache, _finite, replay_run
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -358,11 +358,11 @@ def encode_message(msg: Message) -> str:
 def loaded_message(run: PreparedRun) -> Message:
     return {
         "type": "loaded",
-        "scenario": run.spec.model_dump(mode="json"),
+        "scenario": _finite(run.spec.model_dump(mode="json")),  # request_rate inf: JSON has no Infinity
         "topology": run.topology,
         "duration_us": run.duration_us,
         "num_events": len(run.events),
-        "compare": run.compare,
+        "compare": _finite(run.compare),
         "claims": run.claims,
         "tour_results": run.tour,
         "overview": run.overview,

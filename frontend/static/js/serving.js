@@ -2,10 +2,12 @@
 // timeline of events). It listens to the store's frames, rebuilds itself on a reset (load, seek), and bumps the
 // store's counters "requests", "steps" and "deployment" so views redraw through store.stamp() like any other.
 //
-// Times: event times (t_us, start_us) sit on the kernel timeline, which is ONE layer of one GPU. A client sees
-// the whole model: a step lasts model_dur_us instead of dur_us. `toModelUs` maps a timeline time to whole-model
-// time by stretching every step to its model duration (gaps between steps, when the engine idles waiting for
-// arrivals, stay as they are), so TTFT / TPOT / ITL here are what `vllm bench serve` would measure.
+// Times: a step lasts dur_us for one layer and model_dur_us for the whole model (what a client sees). The engine
+// places steps on the event clock either a whole-model step apart (the next step starts model_dur_us later:
+// the clock already is the client's) or one layer apart (the clock is one layer's). `toModelUs` maps event time
+// to whole-model time, stretching a step to its model duration only in the second case (gaps between steps,
+// when the engine idles waiting for arrivals, stay as they are), so TTFT / TPOT / ITL here are what
+// `vllm bench serve` would measure either way.
 
 const MAX_POINTS = 4000; // KV block series kept (the latest)
 const STATES = ["waiting", "prefill", "decode", "preempted", "recompute"];
@@ -24,7 +26,7 @@ export class Request {
     this.segments = []; // closed: {state, t0, t1}
     this.computed = 0; // tokens whose KV is computed (from steps)
     this.target = e.input_len; // tokens to compute before this request decodes
-    this.tokens = []; // timeline µs at which each output token was produced (step ends)
+    this.tokens = []; // each output token: {t} (an event's time) or {step} (produced when that step ends)
   }
 
   close(t) {
@@ -133,7 +135,7 @@ export class ServingState {
       case "first_token":
         if (r.firstToken === null) {
           r.firstToken = t;
-          r.tokens.push(t);
+          r.tokens.push({ t });
           const ms = this.modelMs(r.arrive, t);
           this.lat.ttft.push(ms);
           this.latFirst.add(r.id);
@@ -161,27 +163,33 @@ export class ServingState {
       index: e.index, start: e.start_us, dur: e.dur_us, mdur: e.model_dur_us, seqs: e.num_seqs,
       prefill: e.prefill_tokens, decode: e.decode_tokens, budget: e.token_budget,
       ids: e.request_ids, toks: e.num_tokens, cached: e.cached_blocks ?? null,
-      offset: 0, // whole-model µs minus timeline µs at this step's start (filled below)
+      offset: 0, // whole-model µs minus event µs at this step's start (filled below)
+      stretch: false, // true when the event clock gives this step only dur_us (one layer)
     };
     const prev = this.steps[this.steps.length - 1];
-    s.offset = prev ? prev.offset + (prev.mdur - prev.dur) : 0;
+    if (prev) {
+      prev.next = s.start - prev.start; // event µs to the next step
+      prev.stretch = s.start - prev.start < prev.mdur * 0.999 && prev.mdur > prev.dur;
+      s.stretch = prev.stretch; // until the next step says otherwise
+      s.offset = prev.offset + (prev.stretch ? prev.mdur - prev.dur : 0);
+    }
     this.steps.push(s);
     if (s.cached) {
       this.kv.cachedT.push(s.start);
       this.kv.cached.push(s.cached);
       if (this.kv.cachedT.length > MAX_POINTS) for (const a of [this.kv.cachedT, this.kv.cached]) a.splice(0, a.length - MAX_POINTS);
     }
-    const end = s.start + s.dur;
+    const end = s.start + s.dur; // where the step's layer ends on the event clock
     for (let i = 0; i < s.ids.length; i++) {
       const r = this.requests.get(s.ids[i]);
       if (!r) continue;
       const wasComputing = r.computed < r.target;
       r.computed += s.toks[i];
-      if (!wasComputing && r.state === "decode") r.tokens.push(end); // a decode token this step
+      if (!wasComputing && r.state === "decode") r.tokens.push({ step: s }); // a decode token this step
       if (r.state === "prefill" || r.state === "recompute") {
         (r.chunks || (r.chunks = [])).push({ t0: s.start, t1: end, n: s.toks[i], state: r.state });
         if (r.state === "recompute" && r.computed >= r.target) {
-          r.tokens.push(end); // the step that recomputes the last token samples the next one
+          r.tokens.push({ step: s }); // the step that recomputes the last token samples the next one
           r.open("decode", end);
         }
       }
@@ -201,9 +209,14 @@ export class ServingState {
       else hi = mid - 1;
     }
     const s = st[lo];
+    if (!s.stretch) return t + s.offset;
     const inStep = Math.min(t - s.start, s.dur);
-    const stretch = s.dur > 0 ? inStep * (s.mdur / s.dur) : 0;
-    return s.start + s.offset + stretch + Math.max(0, t - s.start - s.dur);
+    return s.start + s.offset + inStep * (s.mdur / s.dur) + Math.max(0, t - s.start - s.dur);
+  }
+
+  // Whole-model µs at which a token reached the client: its event's time, or the end of its step.
+  tokenUs(tok) {
+    return tok.step ? this.toModelUs(tok.step.start) + tok.step.mdur : this.toModelUs(tok.t);
   }
 
   modelMs(t0, t1) {
@@ -219,7 +232,7 @@ export class ServingState {
     r.tpotMs = r.output_len > 1 ? (e2el - ttft) / (r.output_len - 1) : NaN;
     if (Number.isFinite(r.tpotMs)) this.lat.tpot.push(r.tpotMs);
     this.lat.e2el.push(e2el);
-    for (let i = 1; i < r.tokens.length; i++) this.lat.itl.push(this.modelMs(r.tokens[i - 1], r.tokens[i]));
+    for (let i = 1; i < r.tokens.length; i++) this.lat.itl.push((this.tokenUs(r.tokens[i]) - this.tokenUs(r.tokens[i - 1])) / 1e3);
   }
 
   // The step running at timeline time t (its start <= t), or null.

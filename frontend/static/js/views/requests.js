@@ -26,7 +26,7 @@ export class RequestsView {
     const sv = this.serving;
     const ttft = r.firstToken !== null ? sv.modelMs(r.arrive, r.firstToken) : NaN;
     const gen = Math.max(0, r.tokens.length);
-    const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? (sv.modelMs(r.arrive, r.tokens[gen - 1]) - ttft) / (gen - 1) : NaN;
+    const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? ((sv.tokenUs(r.tokens[gen - 1]) - sv.toModelUs(r.arrive)) / 1e3 - ttft) / (gen - 1) : NaN;
     return (
       `<b>request ${r.id}</b><br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
       `<br>TTFT ${ms(ttft)} · TPOT ${ms(tpot)}${r.finished === null ? " so far" : ""}` +

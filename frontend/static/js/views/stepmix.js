@@ -42,8 +42,11 @@ export class StepMixView {
     const s = this.store;
     const ax = s.axis;
     const steps = this.visible();
-    const x = steps.map((st) => (ax.toX(st.start) + ax.toX(st.start + st.dur)) / 2);
-    const w = steps.map((st) => (ax.toX(st.start + st.dur) - ax.toX(st.start)) * 0.92);
+    // a bar spans its step on the event clock: up to the next step's start (one layer or a whole-model step
+    // apart, as the engine places them), at most model_dur_us
+    const span = (st) => ax.toX(st.start + Math.min(st.mdur, st.next ?? st.mdur)) - ax.toX(st.start);
+    const x = steps.map((st) => ax.toX(st.start) + span(st) / 2);
+    const w = steps.map((st) => span(st) * 0.92);
     const custom = steps.map((st) => [st.index, st.seqs, st.prefill, st.decode, st.budget, st.mdur / 1e3, st.dur, st.cached ?? "–"]);
     const tmpl =
       "step %{customdata[0]}: %{customdata[1]} sequences<br>prefill %{customdata[2]} + decode %{customdata[3]} tokens" +
@@ -52,7 +55,7 @@ export class StepMixView {
     const bx = [];
     const by = [];
     for (const st of steps) {
-      bx.push(ax.toX(st.start), ax.toX(st.start + st.dur));
+      bx.push(ax.toX(st.start), ax.toX(st.start) + span(st));
       by.push(st.budget, st.budget);
     }
     const traces = [
