@@ -18,7 +18,7 @@ EVENT_SCHEMA_VERSION = 1
 
 Phase = Literal["prefill", "decode", "idle", "validate"]
 Bound = Literal["compute", "memory", "latency"]
-StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead"]
+StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead", "collective"]
 
 
 class _Event(BaseModel):
@@ -233,6 +233,47 @@ class SummaryEvent(_Event):
     figures: dict[str, float | int | bool | str]
 
 
+class DeploymentPerGpu(BaseModel):
+    """One GPU's memory, as `layerscope plan --json` gives it (vLLM's startup accounting)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    capacity_gib: float
+    weights_gib: float
+    activation_gib: float
+    cuda_graph_gib: float
+    non_torch_gib: float
+    kv_cache_gib: float
+    kv_tokens: int
+    kv_bytes_per_token: float  # all layers, as one token occupies this GPU's cache
+    max_concurrency: float
+
+
+class DeploymentEvent(_Event):
+    """The deployment the run simulates (one event at t_us=0); the timeline is one GPU of the group."""
+
+    kind: Literal["deployment"] = "deployment"
+    gpu: str
+    num_gpus: int
+    tp: int
+    ep: int
+    moe_tp: int
+    weight_dtype: str
+    kv_dtype: str
+    gpu_memory_utilization: float
+    cuda_graphs: bool
+    max_model_len: int
+    per_gpu: DeploymentPerGpu
+
+
+class RunEvent(_Event):
+    """First line of a recording (`layerscope run --events`, `POST /api/events`), never made by the engine: the
+    spec the events were simulated from, so a replay shows that run and no other."""
+
+    kind: Literal["run"] = "run"
+    scenario: str = Field(..., description="the spec's name")
+    spec: dict[str, Any] = Field(..., description="the validated scenario spec, defaults filled in")
+
+
 Event = Annotated[
     PhaseEvent
     | KernelEvent
@@ -251,7 +292,9 @@ Event = Annotated[
     | CrcEvent
     | NumericsEvent
     | ExpertsEvent
-    | SummaryEvent,
+    | SummaryEvent
+    | DeploymentEvent
+    | RunEvent,
     Field(discriminator="kind"),
 ]
 
@@ -261,7 +304,7 @@ EVENT_KINDS = tuple(
     for m in (
         PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
         PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent,
+        NumericsEvent, ExpertsEvent, SummaryEvent, DeploymentEvent, RunEvent,
     )
 )
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.

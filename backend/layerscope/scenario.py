@@ -32,6 +32,7 @@ MAX_WORKLOAD_TOKENS = 20_000_000  # input + output tokens of a whole workload (b
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 DEFAULT_PAGE_SIZE: dict[str, int] = {"article": 256, "vllm": 16}
+DEFAULT_FREE_HBM_GIB = 40.0  # the KV pool of a scenario that names neither free_hbm_gib nor a deployment
 
 
 class Strict(BaseModel):
@@ -145,6 +146,35 @@ class CompareSpec(Strict):
         return v
 
 
+class DeploymentSpec(Strict):
+    """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
+
+    MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
+    One node of up to 8 GPUs (the measured collectives go to 8)."""
+
+    tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
+    ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")
+    weight_dtype: Literal["bf16", "fp8"] = Field(
+        "bf16", description="fp8: e4m3 with 128x128 block scales, as Qwen/Qwen3-235B-A22B-FP8"
+    )
+    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache precision (vLLM --kv-cache-dtype)")
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="share of GPU memory vLLM may use")
+    cuda_graphs: bool = Field(True, description="decode steps replay CUDA graphs (vLLM's default; off = eager)")
+    max_model_len: int | None = Field(
+        None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
+    )
+
+    @model_validator(mode="after")
+    def _ep_divides_tp(self) -> DeploymentSpec:
+        if self.tp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
+        return self
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp // self.ep
+
+
 class ScenarioSpec(Strict):
     name: str = Field("custom", description="slug, lower-case letters, digits and dashes")
     title: str = Field("Custom scenario", max_length=120)
@@ -159,7 +189,16 @@ class ScenarioSpec(Strict):
     chunk_size: int = Field(4096, ge=16, le=65_536, description="prefill chunk size in tokens")
     low_mem_chunk_size: int = Field(2048, ge=16, le=65_536, description="chunk size when free HBM is low")
     low_mem_threshold_gib: float = Field(12.0, ge=0.0, le=1024.0, description="free HBM below which chunks shrink")
-    free_hbm_gib: float = Field(40.0, gt=0.0, le=1024.0, description="HBM free for KV cache at the start")
+    free_hbm_gib: float | None = Field(
+        None,
+        gt=0.0,
+        le=1024.0,
+        description="HBM free for KV cache at the start (default: what the deployment's placement leaves, or "
+        f"{DEFAULT_FREE_HBM_GIB:g} GiB without a deployment)",
+    )
+    deployment: DeploymentSpec | None = Field(
+        None, description="GPUs, parallelism and precision; absent: one GPU holding the whole layer, as before"
+    )
     page_size: int | None = Field(
         None, ge=1, le=4096, description="tokens per KV page (default: 256 article, 16 vllm)"
     )
@@ -210,6 +249,15 @@ class ScenarioSpec(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _deployment_fits(self) -> ScenarioSpec:
+        """Weights that do not fit the deployment's GPUs are refused here, so the CLI and the server say so."""
+        if self.deployment is not None:
+            from layerscope.runtime.deployment import check_scenario
+
+            check_scenario(self)
+        return self
+
     @property
     def effective_page_size(self) -> int:
         return self.page_size or DEFAULT_PAGE_SIZE[self.runtime]
@@ -229,7 +277,11 @@ class ScenarioSpec(Strict):
         return ScenarioSpec.model_validate(data)
 
 
-NESTED: dict[str, type[BaseModel]] = {"workload": WorkloadSpec, "scheduler": SchedulerSpec}
+NESTED: dict[str, type[BaseModel]] = {
+    "workload": WorkloadSpec,
+    "scheduler": SchedulerSpec,
+    "deployment": DeploymentSpec,
+}
 
 
 def known_field(key: str) -> bool:
@@ -261,7 +313,7 @@ def format_validation_error(err: ValidationError, source: str = "") -> str:
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     prefix = f"{source}: " if source else ""
     more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{prefix}field '{loc}': {first['msg']}{more}"
+    return f"{prefix}field '{loc}': {first['msg'].removeprefix('Value error, ')}{more}"
 
 
 def parse_spec(data: Any, source: str = "") -> ScenarioSpec:

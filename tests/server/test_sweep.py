@@ -49,10 +49,10 @@ def test_a_small_grid_runs_with_the_overrides(client: TestClient, calls: list[An
         ({"scenario": "two-chunks", "grid": {"chunk_size": [16, 32, 64, 128, 256], "decode_steps": [1, 2, 3, 4]}},
          ["body", "grid"], "20 points"),
         ({"scenario": "two-chunks", "grid": {"nope": [1]}}, ["body", "grid"], "unknown field 'nope'"),
-        ({"scenario": "two-chunks", "grid": {"chunk_size": [3]}}, ["body", "grid"], "chunk_size"),
-        ({"scenario": "two-chunks", "set": {"prompt_len": -1}, "grid": {"chunk_size": [1024]}}, ["body", "set"],
-         "prompt_len"),
-        ({"scenario": "long-decode", "grid": {"chunk_size": [1024]}}, ["body", "grid"], "the limit is 100"),
+        ({"scenario": "two-chunks", "set": {"prompt_len": -1}, "grid": {"chunk_size": [1024]}},
+         ["body", "set", "prompt_len"], "greater than or equal to 1"),
+        ({"scenario": "no-such-preset", "grid": {"chunk_size": [1024]}}, ["body", "scenario"], "no-such-preset"),
+        ({"scenario": "long-decode", "grid": {"chunk_size": [1024]}}, ["body", "grid"], "at most 100"),
         ({"scenario": "two-chunks", "grid": {}}, ["body", "grid"], "at least 1"),
         ({"scenario": "two-chunks", "grid": {"chunk_size": []}}, ["body", "grid", "chunk_size"], "at least 1"),
         ({"scenario": "Bad Name", "grid": {"chunk_size": [1024]}}, ["body", "scenario"], "pattern"),
@@ -70,6 +70,25 @@ def test_bad_bodies_get_a_422_naming_the_field(client: TestClient, calls: list[A
         assert calls == []  # refused before any simulation
 
 
-def test_an_unknown_preset_is_a_404(client: TestClient, calls: list[Any]) -> None:
-    r = client.post("/api/sweep", json={"scenario": "no-such-preset", "grid": {"chunk_size": [1024]}})
-    assert r.status_code == 404 and "no-such-preset" in r.json()["detail"]
+def test_a_point_the_scenario_refuses_goes_to_run_grid_which_reports_it(client: TestClient, calls: list[Any]) -> None:
+    r = client.post("/api/sweep", json={"scenario": "two-chunks", "grid": {"chunk_size": [3, 1024]}})
+    assert r.status_code == 200, r.text
+    assert calls[0][1] == {"chunk_size": [3, 1024]}  # run_grid keeps the refused point with its error
+
+
+def test_a_real_grid_on_a_serving_preset() -> None:
+    """The route with the real layerscope.sweep.run_grid and engine, on a small workload."""
+    from layerscope.server.app import create_app
+
+    small = {"workload.num_requests": 3, "workload.input_len": 256, "workload.output_len": 6, "workload.range_ratio": 0.0}
+    with TestClient(create_app(Settings())) as c:
+        r = c.post("/api/sweep", json={"scenario": "serving-long-prompt-itl", "set": small,
+                                       "grid": {"scheduler.max_num_batched_tokens": [256, 2048]}})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["scenario"] == "serving-long-prompt-itl"
+    assert [p["set"] for p in body["points"]] == [{"scheduler.max_num_batched_tokens": 256},
+                                                 {"scheduler.max_num_batched_tokens": 2048}]
+    for p in body["points"]:
+        assert p["summary"]["completed"] == 3 and p["output_throughput_per_gpu"] > 0 and p["median_tpot_ms"] > 0
+    assert any(p["pareto"] for p in body["points"])

@@ -47,13 +47,15 @@ from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
+from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, scenario_placement
 from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
 from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
-from layerscope.runtime.plan import get_runtime, workspace_bytes
+from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.shadow import NumericShadow, ShadowResult
+from layerscope.runtime.sharded import deployed, step_extras
 from layerscope.runtime.summary import summarize
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.scenario import ActionSpec, ScenarioSpec
@@ -90,7 +92,8 @@ def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None) -> SimRes
     from layerscope.runtime.serving import ServingEngine
 
     events, summary = ServingEngine(spec, progress).run()
-    topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu_preset(spec.gpu)))
+    plan, model = deployed(spec)
+    topology = plan.topology(model, CostModel(gpu_preset(spec.gpu)))
     return SimResult(spec=spec, events=events, topology=topology, summary=summary)
 
 
@@ -129,13 +132,15 @@ class _Engine:
     def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None) -> None:
         self.spec = spec
         self.progress = progress
-        self.model = PRESETS[spec.model]
         self.gpu = gpu_preset(spec.gpu)
         self.cost_model = CostModel(self.gpu)
-        self.plan = get_runtime(spec.runtime)
+        # With a deployment the engine simulates one GPU of the group: its shard, its collectives, its KV pool.
+        self.full_model = PRESETS[spec.model]
+        self.placement = scenario_placement(spec)
+        self.plan, self.model = deployed(spec)
         self.rng = np.random.default_rng(spec.seed)
         self.page_size = spec.effective_page_size
-        self.free_start = spec.free_hbm_gib * GIB
+        self.free_start = kv_pool_bytes(spec, self.placement)
         self.kv = KVManager(
             self.model,
             self.page_size,
@@ -170,6 +175,8 @@ class _Engine:
     # == the loop ===============================================================================
     def run(self) -> SimResult:
         spec = self.spec
+        if self.placement is not None:
+            self._emit(deployment_event(spec, self.placement))
         self._emit(PhaseEvent(t_us=0.0, phase="prefill", detail=f"{spec.prompt_len} tokens, {spec.runtime} runtime"))
         self._setup_pool()
         self._prefill()
@@ -359,6 +366,7 @@ class _Engine:
             switch_us = stage_us.pop("switch_over", 0.0)
             layer_us = end - start
             model_us = (layer_us - switch_us) * self.model.num_hidden_layers + switch_us + once_us
+            model_us += self._outside_layers_us(1, 1)
             median = running[len(running) // 2] if running else model_us
             jitter = abs(model_us - median)
             if i > 0:  # step 0 carries the switch-over: a known outlier, kept out of the median
@@ -377,6 +385,14 @@ class _Engine:
             if r is not None:
                 self._numerics(r, "decode", step=i)
             self._tick()
+
+    def _outside_layers_us(self, tokens: int, seqs: int) -> float:
+        """What a step pays once outside the layers (embedding, lm_head, sampling, host time): deployments only,
+        so scenarios without one keep their figures."""
+        if self.spec.deployment is None:
+            return 0.0
+        extras = step_extras(self.full_model, self.model, self.spec.deployment, self.gpu, tokens, seqs)
+        return sum(self._cost(k, CostEnv()).time_us for k in extras.kernels) + extras.host_us
 
     def _record_step(self, i: int, layer_us: float, model_us: float, jitter: float, over: bool, switch_us: float,
                      breaks: int, refetched: int) -> None:
@@ -713,7 +729,7 @@ class _Engine:
     def _snapshot(self, activation: float, banks: bool, at: float | None = None) -> None:
         t = self.t if at is None else at
         kv, pool = self.kv, self.kv.pool
-        total = self.gpu.hbm_bytes
+        total = self.placement.capacity_bytes if self.placement is not None else self.gpu.hbm_bytes
         used = total - self.free_start + kv.used_pages * kv.page_bytes + activation
         self.stats.peak_used_bytes = max(self.stats.peak_used_bytes, used)
         if banks or self._run_cache[0] != self._version:

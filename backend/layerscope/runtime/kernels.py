@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead"]
+StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead", "collective"]
 Bound = Literal["compute", "memory", "latency"]
 
 

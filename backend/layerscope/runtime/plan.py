@@ -172,6 +172,14 @@ STAGE_INFO: dict[str, tuple[str, str]] = {
     "chunk_scheduler": ("chunk scheduler", "page-table remap"),
     "ffn": ("SwiGLU FFN", "streamed quantized weights"),
     "switch_over": ("decode switch-over", "fixed costs"),
+    "attn_all_reduce": ("all-reduce (attention out)", "NVLink, tensor parallel"),
+    "moe_all_reduce": ("all-reduce (MoE out)", "NVLink, tensor/expert parallel"),
+    "mlp_all_reduce": ("all-reduce (MLP out)", "NVLink, tensor parallel"),
+    "embedding_all_reduce": ("all-reduce (embedding)", "NVLink, vocab parallel"),
+    "final_norm": ("final RMSNorm", "row-wise stream"),
+    "lm_head": ("lm_head (vocab slice)", "streamed weights"),
+    "logits_all_gather": ("all-gather (logits)", "NVLink, vocab parallel"),
+    "sampling": ("sampling", "row-wise over the vocabulary"),
 }
 
 

@@ -39,15 +39,16 @@ from layerscope.events import (
 )
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
-from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
+from layerscope.runtime.deployment import deployment_event, deployment_summary, kv_pool_bytes, scenario_placement
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
 from layerscope.runtime.kv.manager import KVManager
 from layerscope.runtime.metrics import serving_metrics
-from layerscope.runtime.plan import get_runtime, workspace_bytes
+from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
+from layerscope.runtime.sharded import deployed
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
@@ -74,14 +75,15 @@ class ServingEngine:
         assert spec.workload is not None, "the serving engine runs a workload"
         self.spec = spec
         self.progress = progress
-        self.model = PRESETS[spec.model]
         self.gpu = gpu_preset(spec.gpu)
-        self.plan = get_runtime(spec.runtime)
+        # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
+        self.placement = scenario_placement(spec)
+        self.plan, self.model = deployed(spec)
         self.page_size = spec.effective_page_size
         self.events: list[Any] = []
         self.timing = Timing(CostModel(self.gpu), self.events.append)
         self.stats = ServingStats()
-        self.free_start = spec.free_hbm_gib * GIB
+        self.free_start = kv_pool_bytes(spec, self.placement)
         self.chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib,
                                      self.page_size)
         step_tokens = self._max_step_tokens()
@@ -149,6 +151,8 @@ class ServingEngine:
         self.events.append(event)
 
     def _setup_pool(self) -> None:
+        if self.placement is not None:
+            self._emit(deployment_event(self.spec, self.placement))
         if self.spec.fragmentation > 0:
             banks, slots = self.kv.fill_tenants(self.spec.fragmentation, self._rng)
             self._emit(PageAllocEvent(t_us=0.0, owner="tenant", phase="prefill", logical=list(range(len(banks))),
@@ -259,7 +263,7 @@ class ServingEngine:
 
     def _snapshot(self, t: float, activation: float, final: bool = False) -> None:
         kv, pool = self.kv, self.kv.pool
-        total = self.gpu.hbm_bytes
+        total = self.placement.capacity_bytes if self.placement is not None else self.gpu.hbm_bytes
         used = total - self.free_start + kv.used_pages * kv.page_bytes + activation
         self.stats.peak_used_bytes = max(self.stats.peak_used_bytes, used)
         # banks and the largest free run are redrawn when the tables changed, at most every BANKS_EVERY steps
@@ -305,4 +309,5 @@ class ServingEngine:
             "pool_pages": self.kv.pool.num_pages,
             "peak_hbm_used_gib": round(st.peak_used_bytes / GIB, 3),
         })
+        out.update(deployment_summary(spec, self.placement))
         return out

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from layerscope.runtime.chunks import GIB
+from layerscope.runtime.deployment import deployment_summary
 from layerscope.runtime.kernels import KernelCost
 from layerscope.runtime.kv.manager import SEQ
 
@@ -74,6 +75,7 @@ def summarize(engine: _Engine) -> dict[str, float | int | bool | str]:
     }
     out.update(_shares("prefill", s.prefill_costs))
     out.update(_shares("decode", s.decode_costs))
+    out.update(deployment_summary(e.spec, e.placement))
     return out
 
 

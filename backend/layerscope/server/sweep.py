@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from layerscope import scenario as scn
+from layerscope.protocol import RunRequest
+from layerscope.server.load import CommandError, check_work, requested_spec
 
 router = APIRouter()
 MAX_POINTS = 16  # grid points per request: a sweep of 16 timing-only runs takes seconds, not minutes
@@ -29,11 +31,11 @@ FieldName = Annotated[str, StringConstraints(pattern=r"^[a-z_]+(\.[a-z_]+)?$", m
 
 class SweepBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    scenario: str = Field(..., pattern=scn.NAME_RE.pattern, description="preset name (see /api/scenarios)")
+    scenario: str = Field(..., pattern=scn.NAME_RE.pattern, max_length=64, description="preset name (/api/scenarios)")
     set: dict[FieldName, Scalar | None] = Field(
         default_factory=dict, max_length=32, description="overrides of every point"
     )
-    grid: dict[FieldName, Annotated[list[Scalar], Field(min_length=1, max_length=MAX_VALUES)]] = Field(
+    grid: dict[FieldName, Annotated[list[Scalar | None], Field(min_length=1, max_length=MAX_VALUES)]] = Field(
         ..., min_length=1, max_length=MAX_FIELDS, description=f"field -> values; at most {MAX_POINTS} points in all"
     )
 
@@ -44,39 +46,31 @@ def _refuse(field: str, message: str) -> HTTPException:
 
 
 def check_grid(body: SweepBody, max_work: int) -> scn.ScenarioSpec:
-    """The preset with the body's overrides; every grid point validated and its work bounded. 4xx names the field."""
+    """The preset with the body's overrides, every grid point's work bounded as a websocket `load` is (the compare
+    run dropped, as the sweep does). A caller's mistake (an unknown preset or field, a bad override) is a 422
+    naming the field; a point the scenario refuses (e.g. weights that do not fit) is left to run_grid, which keeps
+    it in the answer with its error, as `layerscope sweep` does."""
     points = math.prod(len(v) for v in body.grid.values())
     if points > MAX_POINTS:
         raise _refuse("grid", f"{points} points; this server runs at most {MAX_POINTS} per sweep")
     try:
-        base = scn.load_preset(body.scenario)
-    except scn.ScenarioError as e:
-        raise HTTPException(404, f"unknown scenario {body.scenario!r}: {e}") from None
-    try:
-        spec = scn.apply_overrides(base, dict(body.set), "set") if body.set else base
-    except scn.ScenarioError as e:
-        raise _refuse("set", str(e)) from None
+        spec = requested_spec(RunRequest(scenario=body.scenario, set=dict(body.set)))
+    except CommandError as e:
+        raise _refuse(e.field or "scenario", str(e)) from None
     keys = list(body.grid)
     for values in product(*body.grid.values()):
-        point = dict(zip(keys, values, strict=True))
+        req = RunRequest(scenario=body.scenario, set={**body.set, **dict(zip(keys, values, strict=True))})
         try:
-            one = scn.apply_overrides(spec, point, "grid")
-        except scn.ScenarioError as e:
-            raise _refuse("grid", str(e)) from None
-        work = sim_work(one)
-        if work > max_work:
-            raise _refuse("grid", f"the point {point} needs {work} chunks + decode steps; the limit is {max_work}")
+            one = requested_spec(req).model_copy(update={"compare": None})
+        except CommandError as e:
+            if "unknown field" in str(e):
+                raise _refuse("grid", str(e)) from None
+            continue  # refused by the scenario's own rules: run_grid reports it
+        try:
+            check_work(one, req, max_work)
+        except CommandError as e:
+            raise _refuse("grid", f"the point {dict(zip(keys, values, strict=True))}: {e}") from None
     return spec
-
-
-def sim_work(spec: scn.ScenarioSpec) -> int:
-    """Prefill chunks + decode steps of a spec (the unit of Settings.max_sim_work), over all its requests."""
-    w = getattr(spec, "workload", None)
-    requests = max(1, getattr(w, "num_requests", 1) or 1)
-    prompt = getattr(w, "input_len", None) or spec.prompt_len
-    decode = getattr(w, "output_len", None) or spec.decode_steps
-    chunks = -(-prompt // min(spec.chunk_size, spec.low_mem_chunk_size))
-    return requests * (chunks + decode)
 
 
 @router.post("/api/sweep", tags=["sweep"])

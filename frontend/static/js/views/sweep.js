@@ -69,19 +69,24 @@ export class SweepView {
       return;
     }
     this.fail("");
-    this.info.textContent = "running the grid on the server…";
-    const r = await fetch("/api/sweep", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ scenario: this.cmd.scenario(), set: this.cmd.currentSet(), grid }),
-    });
-    const body = await r.json().catch(() => ({}));
-    if (!r.ok) {
+    this.info.textContent = "running the grid on the server (timing only)…";
+    try {
+      const r = await fetch("/api/sweep", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ scenario: this.cmd.scenario(), set: this.cmd.currentSet(), grid }),
+      });
+      const body = await r.json().catch(() => ({}));
+      if (!r.ok) {
+        this.info.textContent = "";
+        this.fail(errorText(body, r.status));
+        return;
+      }
+      this.show(body, "the server");
+    } catch (e) {
       this.info.textContent = "";
-      this.fail(errorText(body, r.status));
-      return;
+      this.fail(`sweep: ${e.message}`);
     }
-    this.show(body, "server");
   }
 
   fail(text) {
@@ -91,15 +96,16 @@ export class SweepView {
 
   show(data, source) {
     if (!data || !Array.isArray(data.points)) throw new Error("not a `layerscope sweep --json` result (no points)");
+    const ok = (p) => typeof p.output_throughput_per_gpu === "number" && typeof p.median_tpot_ms === "number";
     for (const p of data.points) {
-      if (typeof p.output_throughput_per_gpu !== "number" || typeof p.median_tpot_ms !== "number") {
-        throw new Error("each point needs output_throughput_per_gpu and median_tpot_ms");
-      }
+      if (!ok(p) && !p.error) throw new Error("each point needs output_throughput_per_gpu and median_tpot_ms, or an error");
     }
-    this.fail("");
+    const refused = data.points.filter((p) => !ok(p));
+    // points the scenario refused (e.g. weights that do not fit) are listed with the server's reason
+    this.fail(refused.map((p) => `${setLabel(p.set)}: ${p.error}`).join(" · "));
     this.data = data;
     this.root.dataset.empty = "false";
-    const pts = data.points;
+    const pts = data.points.filter(ok);
     const front = pts.filter((p) => p.pareto).sort((a, b) => a.median_tpot_ms - b.median_tpot_ms);
     const hover = (p) =>
       `<b>${esc(setLabel(p.set))}</b><br>median TPOT %{x:.2f} ms · %{y:.0f} tok/s per GPU` +
@@ -108,7 +114,7 @@ export class SweepView {
     const traces = [
       {
         type: "scatter", mode: "markers", name: "configurations", meta: "points", x: pts.map((p) => p.median_tpot_ms), y: pts.map((p) => p.output_throughput_per_gpu),
-        customdata: pts.map((_, i) => i), hovertemplate: pts.map(hover),
+        customdata: pts.map((p) => data.points.indexOf(p)), hovertemplate: pts.map(hover),
         marker: { color: pts.map((p) => (p.pareto ? FRONT : ALL)), size: pts.map((p) => (p.pareto ? 11 : 8)), line: { color: THEME.paper, width: 1 } },
       },
       {
@@ -131,7 +137,8 @@ export class SweepView {
       });
     }
     const fields = Object.keys(data.grid || {}).join(", ");
-    this.info.textContent = `${pts.length} configurations of ${data.scenario || "?"} over ${fields || "?"} · ${front.length} on the Pareto front · from ${source}`;
+    this.info.textContent = `${pts.length} configurations of ${data.scenario || "?"} over ${fields || "?"} · ${front.length} on the Pareto front` +
+      `${refused.length ? ` · ${refused.length} refused` : ""} · from ${source}`;
   }
 
   choose(i) {
