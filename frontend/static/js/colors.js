@@ -120,7 +120,7 @@ export const REQUEST_STATE = {
   get prefill() { return PHASE.prefill; },
   get decode() { return PHASE.decode; },
   get preempted() { return CELL.evicted; },
-  get recompute() { return STAGE_KIND.gemm; },
+  get recompute() { return STAGE_KIND.memory; }, // KV computed again: the memory kind's hue, apart from prefill's
   get finished() { return CELL.crc_ok; },
 };
 

@@ -9,6 +9,13 @@
 // when the engine idles waiting for arrivals, stay as they are), so TTFT / TPOT / ITL here are what
 // `vllm bench serve` would measure either way.
 
+// Where a step ends on the event clock: a whole-model step after its start, or one layer after it when the
+// engine spaces steps one layer apart (known once the next step arrives; until then, as the step before).
+export function stepEnd(s) {
+  if (s.next !== undefined) return s.start + Math.min(s.next, s.mdur);
+  return s.start + (s.stretch ? s.dur : s.mdur);
+}
+
 const MAX_POINTS = 4000; // KV block series kept (the latest)
 const STATES = ["waiting", "prefill", "decode", "preempted", "recompute"];
 
@@ -179,7 +186,7 @@ export class ServingState {
       this.kv.cached.push(s.cached);
       if (this.kv.cachedT.length > MAX_POINTS) for (const a of [this.kv.cachedT, this.kv.cached]) a.splice(0, a.length - MAX_POINTS);
     }
-    const end = s.start + s.dur; // where the step's layer ends on the event clock
+    const end = stepEnd(s);
     for (let i = 0; i < s.ids.length; i++) {
       const r = this.requests.get(s.ids[i]);
       if (!r) continue;
@@ -187,7 +194,7 @@ export class ServingState {
       r.computed += s.toks[i];
       if (!wasComputing && r.state === "decode") r.tokens.push({ step: s }); // a decode token this step
       if (r.state === "prefill" || r.state === "recompute") {
-        (r.chunks || (r.chunks = [])).push({ t0: s.start, t1: end, n: s.toks[i], state: r.state });
+        (r.chunks || (r.chunks = [])).push({ step: s, n: s.toks[i], state: r.state });
         if (r.state === "recompute" && r.computed >= r.target) {
           r.tokens.push({ step: s }); // the step that recomputes the last token samples the next one
           r.open("decode", end);
@@ -259,7 +266,7 @@ export class ServingState {
   // Lane segments of request r up to timeline time `now` (the open one included).
   lanes(r, now) {
     const out = r.segments.filter((s) => s.state !== "prefill" && s.state !== "recompute");
-    if (r.chunks) for (const c of r.chunks) out.push({ state: c.state, t0: c.t0, t1: c.t1, n: c.n });
+    if (r.chunks) for (const c of r.chunks) out.push({ state: c.state, t0: c.step.start, t1: stepEnd(c.step), n: c.n });
     if (r.state !== "done" && r.state !== "prefill" && r.state !== "recompute") out.push({ state: r.state, t0: r.since, t1: Math.max(now, r.since) });
     return out;
   }

@@ -17,6 +17,8 @@ const PARTS = [
   ["cuda_graph_gib", "CUDA graphs", () => STAGE_KIND.overhead], ["non_torch_gib", "non-torch", () => THEME.muted],
   ["kv_cache_gib", "KV cache", () => STAGE_KIND.memory],
 ];
+// scenario.py DeploymentSpec's defaults (vLLM's: one GPU, bf16, --gpu-memory-utilization 0.9, CUDA graphs on)
+const DEFAULTS = { tp: 1, ep: 1, weight_dtype: "bf16", kv_dtype: "bf16", gpu_memory_utilization: 0.9, cuda_graphs: true, max_model_len: null };
 const gib = (v) => (Number.isFinite(v) ? `${v.toFixed(2)} GiB` : "–");
 
 export class DeploymentView {
@@ -41,7 +43,7 @@ export class DeploymentView {
   }
 
   apply() {
-    const cur = this.settings() || {};
+    const cur = this.settings() || DEFAULTS;
     const set = {};
     for (const [name, kind] of FIELDS) {
       const input = this.form.elements[name];
@@ -70,9 +72,8 @@ export class DeploymentView {
     this.error.textContent = "";
     this.error.classList.add("hidden");
     this.drawn = "";
-    const d = this.settings();
-    this.root.dataset.empty = d ? "false" : "true";
-    if (!d) return;
+    const d = this.settings() || DEFAULTS; // no deployment yet: the form starts from DeploymentSpec's defaults
+    this.root.dataset.empty = this.settings() ? "false" : "true";
     for (const [name, kind] of FIELDS) {
       const input = this.form.elements[name];
       if (!input) continue;
@@ -101,6 +102,8 @@ export class DeploymentView {
       return `<i style="width:${pct.toFixed(2)}%;background:${color()}" title="${esc(label)}: ${gib(g[k])} (${pct.toFixed(1)}% of ${gib(cap)})"></i>`;
     }).join("");
     const legend = PARTS.map(([k, label, color]) => `<span class="key"><i style="background:${color()}"></i>${esc(label)} ${gib(g[k])}</span>`).join("");
+    const mml = this.form.elements.max_model_len;
+    if (mml) mml.placeholder = String(e.max_model_len); // empty: the model's context
     const row = (k, v, title) => `<tr title="${esc(title)}"><th>${esc(k)}</th><td>${v}</td></tr>`;
     this.body.innerHTML =
       `<table class="dep" data-testid="deployment-plan">` +
@@ -110,6 +113,7 @@ export class DeploymentView {
       row("weights / GPU", gib(g.weights_gib), "this GPU's shard of the weights (with fp8 block scales)") +
       row("KV cache / GPU", gib(g.kv_cache_gib), `gpu_memory_utilization ${e.gpu_memory_utilization} × capacity, minus weights, activations, CUDA graphs and non-torch memory`) +
       row("KV tokens", `${g.kv_tokens.toLocaleString("en-US")} (${(g.kv_bytes_per_token / 1024).toFixed(1)} KiB / token)`, "GPU KV cache size, whole KV blocks, all layers") +
+      row("KV pool", `${esc(String(this.store.scenario && this.store.scenario.free_hbm_gib ? `free_hbm_gib ${this.store.scenario.free_hbm_gib} GiB (set by the scenario)` : "sized by the placement"))}`, "The simulation's KV pool: the placement's KV cache, unless the scenario sets free_hbm_gib") +
       row("max concurrency", `${g.max_concurrency.toFixed(2)}× at ${e.max_model_len.toLocaleString("en-US")} tokens / request`, "vLLM: Maximum concurrency for max_model_len tokens per request") +
       `</table><div class="membar" title="One GPU's ${gib(cap)}, as vLLM's profile run divides it">${bar}</div><div class="legend">${legend}</div>` +
       `<p class="hint">vLLM would log: "Available KV cache memory: ${g.kv_cache_gib.toFixed(2)} GiB" · "GPU KV cache size: ${g.kv_tokens.toLocaleString("en-US")} tokens" · ` +

@@ -29,7 +29,7 @@ export class LatencyDistView {
     const narrow = this.el.clientWidth < 520; // a phone: the three panes stack
     const gap = 0.06;
     const dom = (i) => (narrow ? [0, 1] : [i * (1 / 3) + (i ? gap / 2 : 0), (i + 1) * (1 / 3) - (i < 2 ? gap / 2 : 0)]);
-    const ydom = (i) => (narrow ? [1 - (i + 1) / 3 + 0.07, 1 - i / 3 - 0.02] : [0, 0.86]);
+    const ydom = (i) => (narrow ? [1 - (i + 1) / 3 + 0.09, 1 - i / 3 - 0.06] : [0, 0.86]);
     const sla = s.scenario && s.scenario.sla_ms;
     const traces = [];
     const shapes = [];
@@ -40,12 +40,23 @@ export class LatencyDistView {
     PANES.forEach((p, i) => {
       const ax = i ? `${i + 1}` : "";
       const st = this.serving.stats(p.key);
+      // the axis ends a little past p99 (and the SLA): a few stalls far out would squeeze the body to one bin
+      const top = Math.max(st.p99 * 1.4, p.sla && sla ? sla * 1.2 : 0);
+      const beyond = st.sorted.filter((v) => v > top).length;
+      const shown = beyond ? st.sorted.filter((v) => v <= top) : st.sorted;
       traces.push({
-        type: "histogram", name: p.title, meta: p.key, x: st.sorted, nbinsx: 30, xaxis: `x${ax}`, yaxis: `y${ax}`,
+        type: "histogram", name: p.title, meta: p.key, x: shown, nbinsx: 30, xaxis: `x${ax}`, yaxis: `y${ax}`,
         marker: { color: p.color(), line: { color: THEME.paper, width: 0.5 } },
         hovertemplate: `${p.title} %{x} ms: %{y} ${p.key === "itl" ? "gaps" : "requests"}<extra>whole model, simulated</extra>`,
       });
-      layout[`xaxis${ax}`] = { domain: dom(i), anchor: `y${ax}`, gridcolor: THEME.grid, zeroline: false, title: { text: `${p.title} (ms)`, standoff: 2 }, rangemode: "tozero" };
+      layout[`xaxis${ax}`] = { domain: dom(i), anchor: `y${ax}`, gridcolor: THEME.grid, zeroline: false, title: { text: narrow ? "" : `${p.title} (ms)`, standoff: 2 }, rangemode: "tozero" };
+      if (beyond) {
+        layout[`xaxis${ax}`].range = [0, top];
+        annotations.push({
+          xref: `x${ax} domain`, yref: `y${ax} domain`, x: 1, y: 0.5, xanchor: "right", showarrow: false, bgcolor: THEME.panel,
+          text: `+${beyond} beyond →<br>max ${fmt(st.sorted[st.sorted.length - 1])}`, font: { size: 10, color: THEME.text },
+        });
+      }
       layout[`yaxis${ax}`] = { domain: ydom(i), anchor: `x${ax}`, gridcolor: THEME.grid, rangemode: "tozero" };
       const mark = (v, color, dash, label, y) => {
         if (!Number.isFinite(v)) return;
@@ -57,7 +68,7 @@ export class LatencyDistView {
       if (p.sla && sla) mark(sla, SERIES.sla, "dash", `SLA ${sla}`, 0.7);
       annotations.push({
         xref: `x${ax} domain`, yref: `y${ax} domain`, x: 0, y: 1.02, yanchor: "bottom", xanchor: "left", showarrow: false,
-        text: `<b>${p.title}</b> n=${st.n}` + (summary[p.summary] !== undefined ? ` · server median ${fmt(summary[p.summary])}` : ""),
+        text: `<b>${p.title}</b>${narrow ? " (ms)" : ""} n=${st.n}` + (summary[p.summary] !== undefined ? ` · server median ${fmt(summary[p.summary])}` : ""),
         font: { size: 10, color: THEME.text },
       });
       info.push(`${p.title} p50 ${fmt(st.p50)} / p99 ${fmt(st.p99)} ms`);

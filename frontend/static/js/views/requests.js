@@ -3,6 +3,7 @@
 // running now are outlined. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
 
 import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
+import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 
 const LABEL = {
@@ -72,13 +73,13 @@ export class RequestsView {
     });
     const out = [];
     const cur = sv.stepAt(now);
-    if (cur && now <= cur.start + cur.dur * 1.001) {
+    if (cur && now <= stepEnd(cur) * 1.000001) {
       const hl = { x: [], y: [] };
       for (const id of cur.ids) {
         const row = sv.order.indexOf(id);
         if (row < 0) continue;
         const a = ax.toX(cur.start);
-        hl.x.push(a, Math.max(ax.toX(cur.start + cur.dur), a + minW), null);
+        hl.x.push(a, Math.max(ax.toX(stepEnd(cur)), a + minW), null);
         hl.y.push(row, row, null);
       }
       out.push({

@@ -3,6 +3,7 @@
 // the right axis. Prefill bursts are tall orange bars, decode pulses short cyan ones. Same time axis as the timeline.
 
 import { PLOT_CONFIG, STEP_MIX, legendAbove, plotLayout } from "../colors.js";
+import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 
 const MAX_BARS = 1500; // more steps than this in view: one bar per screen pixel (the step with most tokens)
@@ -44,7 +45,7 @@ export class StepMixView {
     const steps = this.visible();
     // a bar spans its step on the event clock: up to the next step's start (one layer or a whole-model step
     // apart, as the engine places them), at most model_dur_us
-    const span = (st) => ax.toX(st.start + Math.min(st.mdur, st.next ?? st.mdur)) - ax.toX(st.start);
+    const span = (st) => ax.toX(stepEnd(st)) - ax.toX(st.start);
     const x = steps.map((st) => ax.toX(st.start) + span(st) / 2);
     const w = steps.map((st) => span(st) * 0.92);
     const custom = steps.map((st) => [st.index, st.seqs, st.prefill, st.decode, st.budget, st.mdur / 1e3, st.dur, st.cached ?? "–"]);
