@@ -89,8 +89,8 @@ export class Tour {
   matches(e, spec) {
     const [kind, name] = spec.split(":");
     if (e.kind !== kind) return false;
-    // the same fields tour.py matches: a kernel/stage name, a phase, a fault, an owner, a reason
-    return !name || [e.name, e.stage, e.phase, e.fault, e.action, e.owner, e.reason].includes(name);
+    // the same fields tour.py matches: a kernel/stage name, a phase, a fault, an owner, a reason, what a request did
+    return !name || [e.name, e.stage, e.phase, e.fault, e.action, e.owner, e.reason, e.what].includes(name);
   }
 
   seen(spec) {
