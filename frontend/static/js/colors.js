@@ -62,7 +62,7 @@ export function cellRGB(owner, phase) {
 
 export function plotLayout(extra = {}) {
   const big = themeName === "light";
-  return {
+  const layout = {
     paper_bgcolor: THEME.paper,
     plot_bgcolor: THEME.plot,
     font: { color: THEME.text, size: big ? 13 : 11, family: "ui-monospace, Menlo, Consolas, monospace" },
@@ -70,9 +70,11 @@ export function plotLayout(extra = {}) {
     showlegend: false,
     hoverlabel: { bgcolor: THEME.hoverbg, bordercolor: THEME.grid, font: { color: THEME.bright } },
     ...extra,
-    xaxis: { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra.xaxis || {}) },
-    yaxis: { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra.yaxis || {}) },
   };
+  for (const k of ["xaxis", "yaxis", ...Object.keys(extra).filter((x) => /^[xy]axis\d+$/.test(x))]) {
+    layout[k] = { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra[k] || {}) };
+  }
+  return layout;
 }
 
 // Legends sit in their own strip above the plot (never over data): the plot's top margin makes room.

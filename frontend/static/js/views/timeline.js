@@ -153,7 +153,7 @@ export class TimelineView {
     }
     return {
       type: "scatter", mode: "lines", name: "step boundaries", meta: "boundaries", x, y, text, connectgaps: false, showlegend: false,
-      line: { color: THEME.muted, width: 1, dash: "dot" }, hovertemplate: "%{text}<extra></extra>",
+      line: { color: THEME.muted, width: 1, dash: "dot" }, opacity: 0.6, hovertemplate: "%{text}<extra></extra>",
     };
   }
 
