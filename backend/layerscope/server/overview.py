@@ -36,16 +36,18 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _json_float(v: Any) -> Any:
+def _json_float(v: Any, exact: bool = False) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-    if isinstance(v, float):
+    if isinstance(v, float) and not exact:
         return float(f"{v:.6g}")  # six significant digits: far below a pixel, a third of the bytes
     return v
 
 
 def _table(events: list[BaseModel], cols: tuple[str, ...]) -> dict[str, Any]:
-    rows = [[_json_float(getattr(e, c, None)) for c in cols] for e in events]
+    # times stay exact: the dashboard compares them with the streamed events' and the tour's times
+    exact = [c.endswith("_us") for c in cols]
+    rows = [[_json_float(getattr(e, c, None), x) for c, x in zip(cols, exact, strict=True)] for e in events]
     dicts: dict[str, list[str]] = {}
     for j, c in enumerate(cols):
         if rows and all(isinstance(r[j], str) for r in rows):

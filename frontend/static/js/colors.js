@@ -82,9 +82,18 @@ export function legendAbove(rows = 1) {
   return { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: themeName === "light" ? 12 : 10 }, bgcolor: "rgba(0,0,0,0)", _rows: rows };
 }
 
+// Plotly's own double-click reset and reset/autoscale buttons return to the ranges of the plot's first draw
+// (before a run was loaded: 0-1 µs); time plots get the shared axis's reset instead (views/cursor.js).
 export const PLOT_CONFIG = {
   displaylogo: false,
   responsive: true,
-  doubleClick: "reset",
-  modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"],
+  doubleClick: false,
+  modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage", "resetScale2d", "autoScale2d"],
 };
+
+export function timeConfig(reset) {
+  return {
+    ...PLOT_CONFIG,
+    modeBarButtonsToAdd: [{ name: "reset: the whole run", icon: Plotly.Icons.home, click: reset }],
+  };
+}

@@ -3,7 +3,7 @@
 // (loaded.overview) and redraw only when the axis, units or theme change; during playback only the cursor
 // (a CSS line), the bank map, the topology and the log move, so playback stays cheap.
 
-import { setTheme } from "./colors.js";
+import { CELL, PHASE, setTheme } from "./colors.js";
 import { Controls } from "./controls.js";
 import { Exporter, addPanelButtons } from "./export.js";
 import { Store } from "./store.js";
@@ -230,7 +230,7 @@ function loop() {
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, conn, exporter, tour, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail } };
+window.__layerscope = { store, stats, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail } };
 if (query.get("units") === "model") applyUnits("model");
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));

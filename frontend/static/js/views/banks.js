@@ -40,14 +40,15 @@ export class BankModel {
   }
 
   rewind() {
-    this.cells = new Array(this.banks * this.cap).fill(null);
-    this.where = new Map(); // `${owner}:${logical}` -> cell index
+    this.cells = new Array(this.banks * this.cap).fill(null); // occupant {owner, phase} per slot
+    this.damage = new Array(this.banks * this.cap).fill(null); // null | {state: "evicted"|"stale", owner, logical}
+    this.where = new Map(); // `${owner}:${logical}` -> cell index of the page
+    this.lost = new Map(); // `${owner}:${logical}` -> cell index it was evicted from (until re-fetched)
     this.crc = new Array(this.banks).fill(null); // per bank: null (not checked), true (clean), false (bad)
     this.crcAt = null;
     this.snapshot = null;
     this.next = 0;
     this.t = -1;
-    this.counts = { evicted: 0, stale: 0 };
   }
 
   // Apply every op up to t (rewinding if t went back); returns the ops applied, for animations.
@@ -72,8 +73,17 @@ export class BankModel {
       case "page_alloc":
         e.banks.forEach((b, j) => {
           const i = this.idx(b, e.slots[j]);
-          this.cells[i] = { owner: e.owner, phase: e.phase, state: "ok" }; // a write repairs the slot
-          if (e.logical) this.where.set(`${e.owner}:${e.logical[j]}`, i);
+          this.cells[i] = { owner: e.owner, phase: e.phase };
+          if (!e.logical) return;
+          const key = `${e.owner}:${e.logical[j]}`;
+          this.where.set(key, i);
+          // the owner's page is back (re-fetched or rewritten): its damage is repaired, wherever it was
+          if (this.lost.has(key)) {
+            const from = this.lost.get(key);
+            if (this.damage[from] && this.damage[from].state === "evicted") this.damage[from] = null;
+            this.lost.delete(key);
+          }
+          if (this.damage[i] && this.damage[i].owner === e.owner) this.damage[i] = null;
         });
         break;
       case "page_free":
@@ -81,15 +91,20 @@ export class BankModel {
         break;
       case "page_migrate": {
         const from = this.idx(e.from_bank, e.from_slot);
-        const c = this.cells[from] || { owner: e.owner, phase: "decode", state: "ok" };
+        const c = this.cells[from] || { owner: e.owner, phase: "decode" };
+        const to = this.idx(e.to_bank, e.to_slot);
         this.cells[from] = null;
-        this.cells[this.idx(e.to_bank, e.to_slot)] = c;
+        this.cells[to] = c;
+        this.where.set(`${e.owner}:${e.logical}`, to);
         break;
       }
       case "page_evict":
         e.banks.forEach((b, j) => {
           const i = this.idx(b, e.slots[j]);
-          this.cells[i] = { owner: e.owner, phase: (this.cells[i] && this.cells[i].phase) || "prefill", state: "evicted" };
+          const logical = e.logical ? e.logical[j] : null;
+          this.cells[i] = null; // the slot is free (often handed straight to another tenant)
+          this.damage[i] = { state: "evicted", owner: e.owner, logical };
+          if (logical !== null) this.lost.set(`${e.owner}:${logical}`, i);
         });
         break;
       case "fault":
@@ -111,34 +126,40 @@ export class BankModel {
     }
   }
 
+  // A fault injected into chunk c in banks B leaves wrong map entries for c's pages in B ("stale", until the
+  // fault is recovered): stale chunk metadata, a partial eviction's lost update.
   fault(e) {
-    if (e.fault === "stale_chunk_metadata" && e.action === "injected" && e.chunk !== null && e.chunk !== undefined) {
+    if (e.action === "injected" && e.chunk !== null && e.chunk !== undefined && e.banks.length) {
       const ch = this.run.chunk.find((c) => c.chunk === e.chunk);
+      const pages = new Set(ch ? ch.pages : []);
       const banks = new Set(e.banks);
       for (const [key, i] of this.where) {
-        const logical = Number(key.split(":").pop());
-        const c = this.cells[i];
-        if (c && ch && ch.pages.includes(logical) && (!banks.size || banks.has(Math.floor(i / this.cap)))) c.state = "stale";
+        const k = key.lastIndexOf(":");
+        const logical = Number(key.slice(k + 1));
+        if (pages.has(logical) && banks.has(Math.floor(i / this.cap))) this.damage[i] = { state: "stale", owner: key.slice(0, k), logical, fault: e.fault };
       }
     }
-    if (e.action === "recovered" && e.fault === "stale_chunk_metadata") for (const c of this.cells) if (c && c.state === "stale") c.state = "ok";
+    if (e.action === "recovered") {
+      for (let i = 0; i < this.damage.length; i++) if (this.damage[i] && this.damage[i].state === "stale" && this.damage[i].fault === e.fault) this.damage[i] = null;
+    }
   }
 
   tally() {
     const n = { evicted: 0, stale: 0, used: 0 };
-    for (const c of this.cells) {
-      if (!c) continue;
-      if (c.state === "ok") n.used += 1;
-      else n[c.state] += 1;
+    for (let i = 0; i < this.cells.length; i++) {
+      if (this.damage[i]) n[this.damage[i].state] += 1;
+      else if (this.cells[i]) n.used += 1;
     }
     return n;
   }
 
-  color(c) {
+  color(i) {
+    const d = this.damage[i];
+    if (d) return d.state === "evicted" ? CELL.evicted : CELL.stale;
+    const c = this.cells[i];
     if (!c) return CELL.empty;
-    if (c.state === "evicted") return CELL.evicted;
-    if (c.state === "stale") return CELL.stale;
     if (c.owner === "hint" || c.owner === "tenant") return ownerColor(c.owner);
+    if (c.owner !== "seq0" && !/^seq/.test(c.owner)) return CELL.tenant; // another process (e.g. "pressure")
     return PHASE[c.phase] || PHASE.decode;
   }
 }
@@ -193,7 +214,7 @@ export class BanksView {
     const d = g.image.data;
     const cache = new Map(); // hex -> [r, g, b]: parsed once per paint, not once per cell
     for (let i = 0; i < m.cells.length; i++) {
-      const hex = m.color(m.cells[i]);
+      const hex = m.color(i);
       let col = cache.get(hex);
       if (!col) cache.set(hex, (col = rgb(hex)));
       d[i * 4] = col[0];
@@ -408,8 +429,11 @@ export class BanksView {
       return;
     }
     const s = Math.floor(((x - r.x) / r.w) * m.cap);
-    const c = m.cells[b * m.cap + s];
-    const state = c ? (c.state === "evicted" ? "EVICTED (until re-written)" : c.state === "stale" ? "STALE map entry" : `${c.owner}, written in ${c.phase}`) : "free";
+    const i = b * m.cap + s;
+    const c = m.cells[i];
+    const d = m.damage[i];
+    const held = c ? `${c.owner}, written in ${c.phase}` : "free";
+    const state = d ? `${d.state === "evicted" ? `EVICTED page ${d.logical} of ${d.owner} (red until it is re-fetched)` : `STALE map entry for page ${d.logical} of ${d.owner} (until the map is repaired)`}; slot now: ${held}` : held;
     this.canvas.title = `${this.models.length > 1 ? `${m.run.label}: ` : ""}bank ${b}, slot ${s}: ${state}\nbank ${b} CRC: ${crc}` +
       "\nOne row per KV bank, one cell per page (simulated at full size).";
   }

@@ -62,10 +62,10 @@ export function bindZoom(el, store) {
     else store.setRange([store.axis.fromX(r[0]), store.axis.fromX(r[1])]);
     el.dataset.axisDrawn = ""; // redraw even if the store's range did not change (Plotly moved it)
   });
+  // Plotly's own double-click reset is off (PLOT_CONFIG: it would go back to 0-1 µs); it still reports one
   el.on("plotly_doubleclick", () => {
     store.resetRange();
     el.dataset.axisDrawn = "";
-    return false;
   });
 }
 

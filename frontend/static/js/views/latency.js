@@ -4,7 +4,7 @@
 // Lines break between runs of steps (null between segments), a jitter band follows each run.
 
 import { isOneOff } from "../axis.js";
-import { PLOT_CONFIG, RUN, SERIES, plotLayout, runColor } from "../colors.js";
+import { RUN, SERIES, plotLayout, runColor, timeConfig } from "../colors.js";
 import { us } from "../format.js";
 import { bindZoom } from "./cursor.js";
 import { gapped, htmlLegend } from "./series.js";
@@ -96,14 +96,13 @@ export class LatencyView {
     }
     if (!traces.length) annotations.push({ text: "no decode steps in this run", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 });
     const layout = plotLayout({
-      uirevision: "latency",
       margin: { l: 56, r: 10, t: 12, b: 40 },
       xaxis: ax.xaxis(),
       yaxis: { title: { text: `${unit} / step` }, rangemode: "tozero" },
       shapes,
       annotations,
     });
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
     const items = s.runs.filter((r) => r.decode_step.length).map((r) => ({ color: runColor(r.role), text: `${s.runs.length > 1 ? `${r.role === "compare" ? "B" : "A"} ${r.label}` : "step latency"}` }));
     if (model) items.push({ color: SERIES.sla, dash: "dash", text: "SLA (whole model)" });
     else if (sla !== null) items.push({ color: SERIES.sla, dash: "dot", text: `one layer's step; the ${sla} ms SLA is a whole-model figure: see "whole model"` });

@@ -2,7 +2,7 @@
 // largest contiguous free run and the KV cache. The line style is the series, the colour is the run;
 // thresholds (the chunk scheduler's low-memory line) are drawn where the run comes near them.
 
-import { PLOT_CONFIG, SERIES, THEME, plotLayout, runColor } from "../colors.js";
+import { SERIES, THEME, plotLayout, runColor, timeConfig } from "../colors.js";
 import { bindZoom } from "./cursor.js";
 import { htmlLegend } from "./series.js";
 
@@ -53,7 +53,6 @@ export class MemoryView {
       annotations.push({ xref: "paper", x: 1, xanchor: "right", y: thr, yanchor: "bottom", showarrow: false, text: `low-memory threshold ${thr} GiB: chunks shrink below it`, font: { size: 10, color: SERIES.threshold } });
     }
     const layout = plotLayout({
-      uirevision: "memory",
       margin: { l: 50, r: 10, t: 10, b: 40 },
       xaxis: ax.xaxis(),
       yaxis: { title: { text: "GiB" }, rangemode: "tozero" },
@@ -61,7 +60,7 @@ export class MemoryView {
       annotations,
     });
     if (!s.runs.length) layout.annotations = [{ text: "no run loaded", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: THEME.muted } }];
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
     const items = Object.entries(STYLE).map(([text, dash]) => ({ color: THEME.text, dash, text }));
     for (const run of s.runs.length > 1 ? s.runs : []) items.push({ color: runColor(run.role), text: `${run.role === "compare" ? "B" : "A"} ${run.label}` });
     htmlLegend(this.legend, items);

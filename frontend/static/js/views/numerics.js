@@ -3,7 +3,7 @@
 // (NaN/Inf) marked at the top, and the fault's injected / detected / recovered moments as labelled lines.
 // Only runs with numerics on have this panel (it collapses otherwise).
 
-import { PLOT_CONFIG, SERIES, THEME, legendAbove, plotLayout, runColor } from "../colors.js";
+import { SERIES, THEME, legendAbove, plotLayout, runColor, timeConfig } from "../colors.js";
 import { num } from "../store.js";
 import { bindZoom } from "./cursor.js";
 
@@ -67,7 +67,6 @@ export class NumericsView {
       }
     }
     const layout = plotLayout({
-      uirevision: "numerics",
       showlegend: true,
       legend: { ...legendAbove(), x: 1, xanchor: "right" },
       margin: { l: 56, r: 10, t: 30, b: 40 },
@@ -77,7 +76,7 @@ export class NumericsView {
       shapes,
       annotations,
     });
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
     bindZoom(this.el, s);
     return true;
   }

@@ -44,7 +44,7 @@ export function deltaLine(store) {
     if (!Number.isFinite(va) || !Number.isFinite(vb) || (va === 0 && vb === 0)) continue;
     const p = pct(va, vb);
     if (p === null || Math.abs(p) < 0.05) continue;
-    biggest = Math.max(biggest, Math.abs(p) / 100);
+    if (key.endsWith("_us")) biggest = Math.max(biggest, Math.abs(p) / 100); // "small" is judged on times
     const fmtv = key.endsWith("_us") ? (v) => us(v) : (v) => String(v);
     parts.push(`${signed(p)} ${name} (${fmtv(va)} → ${fmtv(vb)})`);
   }
@@ -57,6 +57,6 @@ export function deltaLine(store) {
     const ca = claims.find((c) => c.id === art[1]);
     if (cb && ca && cb.stated && ca.stated) text += `; the article claims ${signed(pct(ca.stated, cb.stated))} ${art[2]} (${ca.stated} → ${cb.stated} ${esc(ca.unit)})`;
   }
-  if (biggest < SMALL) text += `. <span class="loud">Physics says the effect is small here: under ${SMALL * 100}% on every headline figure.</span>`;
+  if (biggest < SMALL) text += `. <span class="loud">Physics says the effect is small here: under ${SMALL * 100}% on every time figure.</span>`;
   return text;
 }
