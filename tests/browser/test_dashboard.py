@@ -74,7 +74,8 @@ def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str
     page.js(f"Plotly.relayout('timeline-plot', {{'xaxis.range': [0, {STORE}.axis.toX({quarter})]}})")
     page.wait(f"{STORE}.axis.range && Math.abs({STORE}.axis.range[1] - {quarter}) < 1e-6 * {quarter}")
     for plot in ("memory-plot", "latency-plot"):
-        page.wait(f"Math.abs(document.getElementById('{plot}').layout.xaxis.range[1] - {STORE}.axis.toX({quarter})) < 1e-9")
+        end = f"document.getElementById('{plot}').layout.xaxis.range[1]"
+        page.wait(f"Math.abs({end} - {STORE}.axis.toX({quarter})) < 1e-9")
     assert page.problems == []
 
 
