@@ -115,6 +115,16 @@ def test_reset_zoom_and_double_click_return_to_the_run_extent(page, server_url: 
 
 def test_units_switch_sets_every_time_axis(page, server_url: str) -> None:
     open_scenario(page, server_url, "decode-pulses")
+    # one layer: the 2.3 ms whole-model switch-over would squeeze 100 decode pulses; the axis is broken instead
+    gap = page.js(f"{STORE}.axis.gaps[0]")
+    assert page.js(f"{STORE}.axis.gaps.length") == 1 and gap["t1"] - gap["t0"] > 2000
+    shown = page.js(f"{STORE}.axis.shown()")
+    scale = page.js(f"{STORE}.axis.scale()")  # gap x is in µs of the drawn axis; shown() in its unit
+    assert (gap["x1"] - gap["x0"]) / scale < 0.1 * (shown[1] - shown[0])  # the gap takes under a tenth of the width
+    notes = page.js("document.getElementById('timeline-plot').layout.annotations.map(a => a.text)")
+    assert any(n.startswith("//") for n in notes) and "axis broken" in page.js(
+        "document.getElementById('timeline-plot').layout.xaxis.title.text"
+    )
     layer_max = max(page.js("document.getElementById('latency-plot').data.filter(t => t.name === 'step latency')[0].y"))
     page.page.locator("#units-model").click()
     page.wait(f"{STORE}.axis.units === 'model'")
@@ -125,6 +135,7 @@ def test_units_switch_sets_every_time_axis(page, server_url: str) -> None:
     sla = page.js("document.getElementById('latency-plot').layout.shapes.filter(s => s.type === 'line').map(s => s.y0)")
     assert sla == [page.js(f"{STORE}.scenario.sla_ms")]  # the SLA is drawn where it applies: the whole model
     assert "units=model" in page.page.url
+    assert page.js(f"{STORE}.axis.gaps.length") == 0  # at whole-model scale the one-off cost is small: no break
     assert page.problems == []
 
 

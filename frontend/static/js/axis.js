@@ -191,12 +191,16 @@ export class TimeAxis {
   breaks() {
     const shapes = [];
     const notes = [];
+    const [v0, v1] = this.shown();
+    let lastLabel = -Infinity;
     for (const g of this.gaps) {
       const a = g.x0 / this.scale();
       const b = g.x1 / this.scale();
+      const labelled = ((a + b) / 2 - lastLabel) / Math.max(v1 - v0, 1e-9) > 0.1; // labels never overlap
+      if (labelled) lastLabel = (a + b) / 2;
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a, x1: b, y0: 0, y1: 1, layer: "above",
         fillcolor: "rgba(128,128,128,0.25)", line: { width: 1, dash: "dot", color: "#8b93b8" } });
-      notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `// ${fmtUs(g.t1 - g.t0)}`,
+      if (labelled) notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `// ${fmtUs(g.t1 - g.t0)}`,
         font: { size: 10 }, hovertext: "A whole-model one-off cost (e.g. the prefill→decode switch-over): the axis is broken here so it does not squeeze the run; its true length is in the label." });
     }
     return { shapes, annotations: notes };

@@ -63,7 +63,13 @@ export class LatencyView {
       const y = d.map(val);
       if (!model) for (const [step, extra] of once) {
         const i = d.findIndex((e) => e.step === step);
-        if (i >= 0 && run.role === "main") annotations.push({ x: x[i], y: y[i], ax: 40, ay: 28, xanchor: "left", text: `step ${step} + ${us(extra)} one-off (whole model), not drawn`, font: { size: 10, color: RUN.main }, arrowcolor: RUN.main, arrowsize: 0.6 });
+        if (i < 0 || run.role !== "main") continue;
+        const [v0, v1] = ax.shown();
+        const right = (x[i] - v0) / Math.max(v1 - v0, 1e-9) > 0.55; // keep the label inside the plot
+        annotations.push({
+          x: x[i], y: y[i], ax: right ? -40 : 40, ay: 28, xanchor: right ? "right" : "left", text: `step ${step}: +${us(extra)} one-off, not drawn`,
+          hovertext: "a whole-model one-off cost (the prefill→decode switch-over), shown apart so it does not squeeze the steps", font: { size: 10, color: RUN.main }, arrowcolor: RUN.main, arrowsize: 0.6,
+        });
       }
       const [lo, hi] = band(d, y);
       const [gx, gy] = gapped(x, y);
