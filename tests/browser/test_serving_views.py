@@ -93,8 +93,8 @@ def test_lanes_step_mix_histograms_and_bank_colours_change_during_playback(fpage
     assert canvas_hash(p) != banks0
     # the bank map paints each page in its request's colour (the grid's pixel = requestRGB(request_id))
     cells = p.js(
-        f"(() => {{ const b = {LS}.views.banks; const img = b.image.data; const out = [];"
-        " b.cells.forEach((c, i) => { if (c && c.req !== null && !c.shared)"
+        f"(() => {{ const b = {LS}.views.banks; const m = b.models[0]; const img = b.grids[0].image.data; const out = [];"
+        " m.cells.forEach((c, i) => { if (c && c.req !== null && !c.shared && !m.damage[i])"
         " out.push([c.req, img[i*4], img[i*4+1], img[i*4+2]]); });"
         " return out; })()"
     )
@@ -137,8 +137,8 @@ def test_a_shared_prefix_block_is_marked_after_a_seek(fpage) -> None:
     p.js("(() => { const s = document.querySelector('[data-testid=scrubber]'); s.value = 600;"
          " s.dispatchEvent(new Event('change')); })()")
     p.wait(f"Math.abs({LS}.store.t - 600) < 1e-6")
-    p.wait(f"{LS}.views.banks.cells.some(c => c && c.shared)")
-    holders = p.js(f"{LS}.views.banks.cells.find(c => c && c.shared).holders")
+    p.wait(f"{LS}.views.banks.models[0].cells.some(c => c && c.shared)")
+    holders = p.js(f"{LS}.views.banks.models[0].cells.find(c => c && c.shared).holders")
     assert sorted(holders) == [1, 5]
     assert p.problems == []
 

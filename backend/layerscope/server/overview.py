@@ -15,38 +15,77 @@ from pydantic import BaseModel
 
 # fields kept per kind: what the timeline, memory, latency, stages, bank map, numerics and log draw
 FIELDS: dict[str, tuple[str, ...]] = {
-    "kernel": ("name", "stage", "stage_kind", "phase", "stream", "start_us", "dur_us", "flops", "bytes", "bound",
-               "hbm_util", "l2_hit", "chunk", "step", "shapes", "scope"),
+    "kernel": (
+        "name",
+        "stage",
+        "stage_kind",
+        "phase",
+        "stream",
+        "start_us",
+        "dur_us",
+        "flops",
+        "bytes",
+        "bound",
+        "hbm_util",
+        "l2_hit",
+        "chunk",
+        "step",
+        "shapes",
+        "scope",
+    ),
     "phase": ("t_us", "phase"),
-    "chunk": ("t_us", "chunk", "token_start", "token_end", "chunk_size", "reason", "barrier_us"),
+    "chunk": ("t_us", "chunk", "token_start", "token_end", "chunk_size", "reason", "barrier_us", "pages"),
     "memory": ("t_us", "hbm_total_bytes", "hbm_used_bytes", "hbm_free_bytes", "kv_bytes", "largest_free_run_bytes"),
-    "decode_step": ("t_us", "step", "context_len", "latency_us", "model_latency_us", "sla_us", "jitter_us", "over_sla",
-                    "cross_bank_reads", "refetched_pages"),
+    "decode_step": (
+        "t_us",
+        "step",
+        "context_len",
+        "latency_us",
+        "model_latency_us",
+        "sla_us",
+        "jitter_us",
+        "over_sla",
+        "cross_bank_reads",
+        "refetched_pages",
+    ),
     "step": ("t_us", "index", "start_us", "dur_us", "model_dur_us", "num_seqs", "prefill_tokens", "decode_tokens",
              "token_budget"),
-    "page_alloc": ("t_us", "owner", "phase", "banks", "slots"),
-    "page_free": ("t_us", "owner", "banks", "slots"),
+    "page_alloc": ("t_us", "owner", "phase", "logical", "banks", "slots", "request_id"),
+    "page_free": ("t_us", "owner", "banks", "slots", "request_id"),
     "page_migrate": ("t_us", "owner", "from_bank", "from_slot", "to_bank", "to_slot"),
     "page_evict": ("t_us", "owner", "banks", "slots"),
     "banks": ("t_us", "used", "capacity", "reserved"),
     "crc": ("t_us", "checked_banks", "bad_banks", "source"),
     "fault": ("t_us", "fault", "action", "detail", "banks", "step", "chunk"),
     "alloc_fail": ("t_us", "owner", "pages_wanted", "free_pages", "largest_free_run", "reason"),
-    "numerics": ("t_us", "phase", "scaled_model", "tokens", "rel_error", "max_abs_error", "nan_count", "inf_count",
-                 "step", "chunk"),
+    "experts": ("t_us", "phase", "step", "chunk", "scaled_model", "counts", "distinct_full", "assumed"),
+    "numerics": (
+        "t_us",
+        "phase",
+        "scaled_model",
+        "tokens",
+        "rel_error",
+        "max_abs_error",
+        "nan_count",
+        "inf_count",
+        "step",
+        "chunk",
+    ),
 }
 
 
-def _json_float(v: Any) -> Any:
+def _json_float(v: Any, exact: bool = False) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
-    if isinstance(v, float):
+    if isinstance(v, float) and not exact:
         return float(f"{v:.6g}")  # six significant digits: far below a pixel, a third of the bytes
     return v
 
 
 def _table(events: list[BaseModel], cols: tuple[str, ...]) -> dict[str, Any]:
-    rows = [[_json_float(getattr(e, c, None)) for c in cols] for e in events]
+    # times stay exact: the dashboard compares them with the streamed events' and the tour's times
+    exact = [c.endswith("_us") for c in cols]
+    rows = [[_json_float(getattr(e, c, None), x) for c, x in zip(cols, exact, strict=True)] for e in events]
     dicts: dict[str, list[str]] = {}
     for j, c in enumerate(cols):
         if rows and all(isinstance(r[j], str) for r in rows):

@@ -134,6 +134,7 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
         "scenario": compare.spec.model_dump(mode="json"),
         "summary": _finite(dict(compare.summary)),
         "decode_latency_us": [[e.t_us, e.step, e.model_latency_us] for e in steps[::stride]],
+        "claims": claims_of(compare),  # the claims panel's column B
     }
 
 

@@ -15,6 +15,7 @@
 // Plots show ms or µs (unit()), with ticks at 1/2/5 steps of that unit placed through the mapping.
 
 const BREAK_SHARE = 0.04; // a squeezed one-off cost takes 4% of the axis: visible, never dominant
+const BREAKS_MAX = 0.2; // all squeezed costs together take at most 20% of the axis
 
 export function isOneOff(k) {
   return k.scope ? k.scope === "model" : k.stage === "switch_over";
@@ -70,13 +71,16 @@ export class TimeAxis {
       t = t1;
     };
     const layerSlope = this.units === "model" ? this.layers : 1;
+    const big = this.spans.filter(([a, b]) => b - a > BREAK_SHARE * total);
+    const bigLen = big.reduce((acc, [a, b]) => acc + (b - a), 0);
+    const share = Math.min(BREAK_SHARE, BREAKS_MAX / Math.max(big.length, 1));
     this.gaps = [];
     for (const [a, b] of this.spans) {
       push(Math.max(a, e0), layerSlope);
       const len = Math.min(b, e1) - Math.max(a, t);
       if (len <= 0) continue;
       if (this.units === "layer" && len > BREAK_SHARE * total) {
-        const slope = (BREAK_SHARE * (total - len)) / len; // the gap is BREAK_SHARE of the rest of the run
+        const slope = (share * Math.max(total - bigLen, total * 0.05)) / len; // a gap is `share` of the rest of the run
         const x0 = x;
         push(Math.min(b, e1), slope);
         this.gaps.push({ t0: a, t1: b, x0, x1: x });
@@ -139,8 +143,8 @@ export class TimeAxis {
   }
 
   title() {
-    const what = this.units === "model" ? `whole model (${this.layers} layers)` : "one layer";
-    return `simulated time, ${what} (${this.unit()})` + (this.gaps.length ? " · ⫽ = one-off cost, axis broken" : "");
+    const what = this.units === "model" ? `whole model, ${this.layers} layers` : "one layer";
+    return `time, ${what} (${this.unit()})` + (this.gaps.length ? " · // one-off, axis broken" : "");
   }
 
   // the x range to draw: the zoom, else the whole extent
@@ -187,12 +191,16 @@ export class TimeAxis {
   breaks() {
     const shapes = [];
     const notes = [];
+    const [v0, v1] = this.shown();
+    let lastLabel = -Infinity;
     for (const g of this.gaps) {
       const a = g.x0 / this.scale();
       const b = g.x1 / this.scale();
+      const labelled = ((a + b) / 2 - lastLabel) / Math.max(v1 - v0, 1e-9) > 0.1; // labels never overlap
+      if (labelled) lastLabel = (a + b) / 2;
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a, x1: b, y0: 0, y1: 1, layer: "above",
         fillcolor: "rgba(128,128,128,0.25)", line: { width: 1, dash: "dot", color: "#8b93b8" } });
-      notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `⫽ one-off ${fmtUs(g.t1 - g.t0)}`,
+      if (labelled) notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `// ${fmtUs(g.t1 - g.t0)}`,
         font: { size: 10 }, hovertext: "A whole-model one-off cost (e.g. the prefill→decode switch-over): the axis is broken here so it does not squeeze the run; its true length is in the label." });
     }
     return { shapes, annotations: notes };

@@ -62,7 +62,7 @@ export function cellRGB(owner, phase) {
 
 export function plotLayout(extra = {}) {
   const big = themeName === "light";
-  return {
+  const layout = {
     paper_bgcolor: THEME.paper,
     plot_bgcolor: THEME.plot,
     font: { color: THEME.text, size: big ? 13 : 11, family: "ui-monospace, Menlo, Consolas, monospace" },
@@ -70,9 +70,11 @@ export function plotLayout(extra = {}) {
     showlegend: false,
     hoverlabel: { bgcolor: THEME.hoverbg, bordercolor: THEME.grid, font: { color: THEME.bright } },
     ...extra,
-    xaxis: { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra.xaxis || {}) },
-    yaxis: { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra.yaxis || {}) },
   };
+  for (const k of ["xaxis", "yaxis", ...Object.keys(extra).filter((x) => /^[xy]axis\d+$/.test(x))]) {
+    layout[k] = { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra[k] || {}) };
+  }
+  return layout;
 }
 
 // Legends sit in their own strip above the plot (never over data): the plot's top margin makes room.
@@ -80,12 +82,21 @@ export function legendAbove(rows = 1) {
   return { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: themeName === "light" ? 12 : 10 }, bgcolor: "rgba(0,0,0,0)", _rows: rows };
 }
 
+// Plotly's own double-click reset and reset/autoscale buttons return to the ranges of the plot's first draw
+// (before a run was loaded: 0-1 µs); time plots get the shared axis's reset instead (views/cursor.js).
 export const PLOT_CONFIG = {
   displaylogo: false,
   responsive: true,
-  doubleClick: "reset",
-  modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage"],
+  doubleClick: false,
+  modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage", "resetScale2d", "autoScale2d"],
 };
+
+export function timeConfig(reset) {
+  return {
+    ...PLOT_CONFIG,
+    modeBarButtonsToAdd: [{ name: "reset: the whole run", icon: Plotly.Icons.home, click: reset }],
+  };
+}
 
 // Serving: one hue per request (golden-angle steps around the colour wheel, so neighbours differ), and the
 // states of a request lane. The same request keeps its colour in the lanes, the bank map and the hovers.
@@ -112,6 +123,13 @@ export function requestRGB(id) {
     return p;
   };
   return [f(h + 1 / 3), f(h), f(h - 1 / 3)].map((v) => Math.round(v * 255));
+}
+
+// a request's colour as "#rrggbb" (the bank map paints hex colours); shared blocks mixed two parts in three with white
+export function requestHex(id, shared = false) {
+  let c = requestRGB(id);
+  if (shared) c = c.map((v) => Math.round((v + 2 * 245) / 3));
+  return `#${c.map((v) => v.toString(16).padStart(2, "0")).join("")}`;
 }
 
 // getters: the theme's colours at the time of drawing (setTheme swaps PHASE, CELL, THEME in place)

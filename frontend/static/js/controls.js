@@ -125,6 +125,8 @@ export class Controls {
   }
 
   play() {
+    // at the end of the run, play restarts it from the beginning
+    if (this.store.duration && this.store.t >= this.store.duration - 1e-6) this.conn.send({ type: "seek", t_us: 0 });
     this.conn.send({ type: "play", speed: Number(this.speed.value) });
   }
 
@@ -191,7 +193,7 @@ export class Controls {
   }
 
   setURL(name, set) {
-    const q = new URLSearchParams({ scenario: name });
+    const q = new URLSearchParams({ scenario: name, ...(this.extraQuery ? this.extraQuery() : {}) });
     for (const [k, v] of Object.entries(set)) {
       if (k === "faults") q.set("fault", v.length ? v[0].kind : "");
       else q.set(k, String(v));
@@ -248,9 +250,11 @@ export class Controls {
 
   tick() {
     const t = this.store.t;
-    if (!this.scrubbing) {
+    if (!this.scrubbing && t !== this.tickT) {
+      this.tickT = t;
       this.scrubber.value = String(t);
-      this.clock.textContent = `${us(t)} / ${us(this.store.duration)}`;
+      const text = `${us(t)} / ${us(this.store.duration)}`;
+      if (text !== this.clockText) this.clock.textContent = this.clockText = text; // no layout work when unchanged
     }
   }
 }

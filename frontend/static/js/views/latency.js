@@ -3,9 +3,11 @@
 // model's step in ms against the SLA (the SLA is a whole-model figure, so its line is drawn only there).
 // Lines break between runs of steps (null between segments), a jitter band follows each run.
 
-import { PLOT_CONFIG, RUN, SERIES, legendAbove, plotLayout, runColor } from "../colors.js";
+import { isOneOff } from "../axis.js";
+import { RUN, SERIES, plotLayout, runColor, timeConfig } from "../colors.js";
+import { us } from "../format.js";
 import { bindZoom } from "./cursor.js";
-import { gapped } from "./series.js";
+import { gapped, htmlLegend } from "./series.js";
 
 const BAND = 16; // steps in the rolling window of the jitter band
 
@@ -22,8 +24,9 @@ function band(d, ys) {
 }
 
 export class LatencyView {
-  constructor(el, store) {
+  constructor(el, store, legend) {
     this.el = el;
+    this.legend = legend;
     this.store = store;
     this.id = "latency";
     this.title = "decode latency";
@@ -39,7 +42,12 @@ export class LatencyView {
     const ax = s.axis;
     const model = ax.units === "model";
     const unit = model ? "ms" : "µs";
-    const val = (e) => (model ? e.model_latency_us / 1e3 : e.latency_us);
+    // one layer: a step's own work; a whole-model one-off cost (the switch-over of step 0) is shown apart
+    const oneOff = (run) => {
+      const m = new Map();
+      for (const k of run.kernel) if (isOneOff(k) && k.step !== null && k.step !== undefined) m.set(k.step, (m.get(k.step) || 0) + k.dur_us);
+      return m;
+    };
     const traces = [];
     const shapes = [...ax.breaks().shapes];
     const annotations = [...ax.breaks().annotations];
@@ -49,8 +57,20 @@ export class LatencyView {
       if (!d.length) continue;
       const color = runColor(run.role);
       const tag = s.runs.length > 1 ? ` · ${run.label}` : "";
+      const once = oneOff(run);
+      const val = (e) => (model ? e.model_latency_us / 1e3 : e.latency_us - (once.get(e.step) || 0));
       const x = d.map((e) => ax.toX(e.t_us));
       const y = d.map(val);
+      if (!model) for (const [step, extra] of once) {
+        const i = d.findIndex((e) => e.step === step);
+        if (i < 0 || run.role !== "main") continue;
+        const [v0, v1] = ax.shown();
+        const right = (x[i] - v0) / Math.max(v1 - v0, 1e-9) > 0.55; // keep the label inside the plot
+        annotations.push({
+          x: x[i], y: y[i], ax: right ? -40 : 40, ay: 28, xanchor: right ? "right" : "left", text: `step ${step}: +${us(extra)} one-off, not drawn`,
+          hovertext: "a whole-model one-off cost (the prefill→decode switch-over), shown apart so it does not squeeze the steps", font: { size: 10, color: RUN.main }, arrowcolor: RUN.main, arrowsize: 0.6,
+        });
+      }
       const [lo, hi] = band(d, y);
       const [gx, gy] = gapped(x, y);
       traces.push({ type: "scatter", mode: "lines", x: gapped(x, lo)[0], y: gapped(x, lo)[1], line: { width: 0 }, hoverinfo: "skip", showlegend: false, connectgaps: false });
@@ -59,9 +79,9 @@ export class LatencyView {
         fillcolor: run.role === "compare" ? SERIES.band_compare : SERIES.band, line: { width: 0 }, hoverinfo: "skip",
       });
       traces.push({
-        type: "scatter", mode: "lines+markers", name: `step latency${tag}`, x: gx, y: gy, connectgaps: false,
+        type: "scatter", mode: d.length > 300 ? "lines" : "lines+markers", name: `step latency${tag}`, x: gx, y: gy, connectgaps: false,
         customdata: d.map((e) => [e.step, e.context_len, e.jitter_us, e.cross_bank_reads, e.refetched_pages, e.latency_us, e.model_latency_us / 1e3]),
-        line: { color, width: 1.6 }, marker: { size: 3, color },
+        line: { color, width: run.role === "main" && s.runs.length > 1 ? 3.4 : 1.6 }, marker: { size: 3, color },
         hovertemplate:
           `<b>${run.label}</b><br>step %{customdata[0]} (context %{customdata[1]} tokens)<br>%{customdata[5]:.1f} µs one layer · %{customdata[6]:.3f} ms whole model` +
           "<br>jitter %{customdata[2]:.1f} µs<br>cross-bank reads %{customdata[3]}, re-fetched pages %{customdata[4]}" +
@@ -79,23 +99,20 @@ export class LatencyView {
     if (model && sla !== null) {
       shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: sla, y1: sla, line: { color: SERIES.sla, dash: "dash", width: 1.2 } });
       annotations.push({ xref: "paper", x: 0, xanchor: "left", y: sla, yanchor: "bottom", showarrow: false, text: `SLA ${sla} ms (whole model)`, font: { size: 10, color: SERIES.sla } });
-    } else if (sla !== null) {
-      annotations.push({ xref: "paper", yref: "paper", x: 0, xanchor: "left", y: 1, yanchor: "bottom", showarrow: false, font: { size: 10, color: RUN.main },
-        text: `one layer's step (µs); the ${sla} ms SLA applies to the whole model: switch to "whole model"` });
     }
     if (!traces.length) annotations.push({ text: "no decode steps in this run", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 });
-    const legend = s.runs.length > 1;
     const layout = plotLayout({
-      uirevision: "latency",
-      margin: { l: 56, r: 10, t: legend ? 44 : 26, b: 40 },
-      showlegend: legend,
-      legend: legendAbove(),
+      margin: { l: 56, r: 10, t: 12, b: 40 },
       xaxis: ax.xaxis(),
       yaxis: { title: { text: `${unit} / step` }, rangemode: "tozero" },
       shapes,
       annotations,
     });
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
+    const items = s.runs.filter((r) => r.decode_step.length).map((r) => ({ color: runColor(r.role), text: `${s.runs.length > 1 ? `${r.role === "compare" ? "B" : "A"} ${r.label}` : "step latency"}` }));
+    if (model) items.push({ color: SERIES.sla, dash: "dash", text: "SLA (whole model)" });
+    else if (sla !== null) items.push({ color: SERIES.sla, dash: "dot", text: `one layer's step; the ${sla} ms SLA is a whole-model figure: see "whole model"` });
+    htmlLegend(this.legend, items);
     bindZoom(this.el, s);
     return true;
   }

@@ -2,15 +2,17 @@
 // largest contiguous free run and the KV cache. The line style is the series, the colour is the run;
 // thresholds (the chunk scheduler's low-memory line) are drawn where the run comes near them.
 
-import { PLOT_CONFIG, SERIES, THEME, legendAbove, plotLayout, runColor } from "../colors.js";
+import { SERIES, THEME, plotLayout, runColor, timeConfig } from "../colors.js";
 import { bindZoom } from "./cursor.js";
+import { htmlLegend } from "./series.js";
 
 const GIB = 1024 ** 3;
 const STYLE = { "HBM free": "solid", "largest free run": "dot", "KV cache": "dashdot" };
 
 export class MemoryView {
-  constructor(el, store) {
+  constructor(el, store, legend) {
     this.el = el;
+    this.legend = legend;
     this.store = store;
     this.id = "memory";
     this.title = "HBM memory";
@@ -36,7 +38,8 @@ export class MemoryView {
         if (key === "hbm_free_bytes") minFree = Math.min(minFree, ...y);
         traces.push({
           type: "scatter", mode: "lines", name: `${name}${tag}`, x, y,
-          line: { color, width: name === "HBM free" ? 2 : 1.4, dash: STYLE[name], shape: "hv" },
+          // run A drawn wider underneath, so where the runs agree both stay visible
+          line: { color, width: (name === "HBM free" ? 2 : 1.4) * (run.role === "main" && s.runs.length > 1 ? 2 : 1), dash: STYLE[name], shape: "hv" },
           hovertemplate: `${name}${tag}: %{y:.2f} GiB<extra>simulated at full size</extra>`,
         });
       }
@@ -50,17 +53,17 @@ export class MemoryView {
       annotations.push({ xref: "paper", x: 1, xanchor: "right", y: thr, yanchor: "bottom", showarrow: false, text: `low-memory threshold ${thr} GiB: chunks shrink below it`, font: { size: 10, color: SERIES.threshold } });
     }
     const layout = plotLayout({
-      uirevision: "memory",
-      showlegend: true,
-      legend: legendAbove(),
-      margin: { l: 50, r: 10, t: s.runs.length > 1 ? 44 : 26, b: 40 },
+      margin: { l: 50, r: 10, t: 10, b: 40 },
       xaxis: ax.xaxis(),
       yaxis: { title: { text: "GiB" }, rangemode: "tozero" },
       shapes,
       annotations,
     });
     if (!s.runs.length) layout.annotations = [{ text: "no run loaded", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: THEME.muted } }];
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
+    const items = Object.entries(STYLE).map(([text, dash]) => ({ color: THEME.text, dash, text }));
+    for (const run of s.runs.length > 1 ? s.runs : []) items.push({ color: runColor(run.role), text: `${run.role === "compare" ? "B" : "A"} ${run.label}` });
+    htmlLegend(this.legend, items);
     bindZoom(this.el, s);
     return true;
   }

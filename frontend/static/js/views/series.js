@@ -21,3 +21,19 @@ export function gapped(x, y, factor = 6) {
   }
   return [gx, gy];
 }
+
+// A legend under a plot (never over its data): line swatches drawn as small SVGs, [{color, dash, text, title}].
+const DASH = { solid: "", dot: "2 3", dash: "6 3", dashdot: "6 3 2 3" };
+export function htmlLegend(el, items) {
+  if (!el) return;
+  el.replaceChildren(
+    ...items.map((it) => {
+      const span = document.createElement("span");
+      span.className = "key";
+      if (it.title) span.title = it.title;
+      span.innerHTML = `<svg width="22" height="10" aria-hidden="true"><line x1="1" y1="5" x2="21" y2="5" stroke="${it.color}" stroke-width="2.2" stroke-dasharray="${DASH[it.dash || "solid"]}"/></svg>`;
+      span.append(document.createTextNode(` ${it.text}`));
+      return span;
+    }),
+  );
+}

@@ -4,7 +4,7 @@
 // phase bands behind. Time is the shared axis (store.axis); zoom and reset go back to the store.
 // Clicking a launch pins it in the detail pane (views/detail.js).
 
-import { PHASE, PLOT_CONFIG, THEME, plotLayout, runColor, stageColor } from "../colors.js";
+import { PHASE, THEME, plotLayout, runColor, stageColor, timeConfig } from "../colors.js";
 import { bytes, flops, pct, us } from "../format.js";
 import { bindZoom } from "./cursor.js";
 
@@ -157,7 +157,7 @@ export class TimelineView {
     }
     return {
       type: "scatter", mode: "lines", name: "step boundaries", meta: "boundaries", x, y, text, connectgaps: false, showlegend: false,
-      line: { color: THEME.muted, width: 1, dash: "dot" }, hovertemplate: "%{text}<extra></extra>",
+      line: { color: THEME.muted, width: 1, dash: "dot" }, opacity: 0.6, hovertemplate: "%{text}<extra></extra>",
     };
   }
 
@@ -189,7 +189,6 @@ export class TimelineView {
     const tickColor = (l) => runColor(l.run.role);
     const layout = plotLayout({
       margin: { l: 100, r: 12, t: 22, b: 40 },
-      uirevision: "timeline",
       xaxis: ax.xaxis(),
       yaxis: {
         type: "category", categoryorder: "array", categoryarray: names.length ? names : ["compute"], fixedrange: true, automargin: true,
@@ -201,7 +200,7 @@ export class TimelineView {
       dragmode: "zoom",
       hovermode: "closest",
     });
-    Plotly.react(this.el, this.traces(lanes), layout, PLOT_CONFIG);
+    Plotly.react(this.el, this.traces(lanes), layout, timeConfig(() => s.resetRange()));
     bindZoom(this.el, s);
     if (!this.clickBound) {
       this.clickBound = true;
