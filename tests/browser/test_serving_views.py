@@ -93,7 +93,8 @@ def test_lanes_step_mix_histograms_and_bank_colours_change_during_playback(fpage
     assert canvas_hash(p) != banks0
     # the bank map paints each page in its request's colour (the grid's pixel = requestRGB(request_id))
     cells = p.js(
-        f"(() => {{ const b = {LS}.views.banks; const m = b.models[0]; const img = b.grids[0].image.data; const out = [];"
+        f"(() => {{ const b = {LS}.views.banks; const m = b.models[0]; const img = b.grids[0].image.data;"
+        " const out = [];"
         " m.cells.forEach((c, i) => { if (c && c.req !== null && !c.shared && !m.damage[i])"
         " out.push([c.req, img[i*4], img[i*4+1], img[i*4+2]]); });"
         " return out; })()"

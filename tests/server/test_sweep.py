@@ -80,7 +80,8 @@ def test_a_real_grid_on_a_serving_preset() -> None:
     """The route with the real layerscope.sweep.run_grid and engine, on a small workload."""
     from layerscope.server.app import create_app
 
-    small = {"workload.num_requests": 3, "workload.input_len": 256, "workload.output_len": 6, "workload.range_ratio": 0.0}
+    small = {"workload.num_requests": 3, "workload.input_len": 256, "workload.output_len": 6,
+             "workload.range_ratio": 0.0}
     with TestClient(create_app(Settings())) as c:
         r = c.post("/api/sweep", json={"scenario": "serving-long-prompt-itl", "set": small,
                                        "grid": {"scheduler.max_num_batched_tokens": [256, 2048]}})
