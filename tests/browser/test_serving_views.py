@@ -188,3 +188,117 @@ def test_the_sweep_view_plots_a_file_and_loads_a_clicked_point(fpage, tmp_path: 
     p.page.get_by_test_id("sweep-file").set_input_files(str(bad))
     p.wait("document.getElementById('sweep-error').textContent.includes('output_throughput_per_gpu')")
     assert p.problems == []
+
+
+# -- the real engine and presets (conftest's server: play_seconds 6) -------------------------------------------------
+
+STORE = f"{LS}.store"
+
+
+def open_real(page: Any, url: str, query: str, name: str, timeout_s: float = 90.0) -> None:
+    page.page.goto(f"{url}/?{query}")
+    page.wait(f"{LS} && {STORE}.scenario && {STORE}.scenario.name === '{name}' && {STORE}.runs.length > 0",
+              timeout_s=timeout_s)
+
+
+def test_a_real_serving_preset_plays_its_requests_steps_and_latencies(page, server_url: str) -> None:
+    p = page
+    open_real(p, server_url, "scenario=serving-kv-preemption", "serving-kv-preemption")
+    assert p.page.get_by_test_id("requests").is_visible() and p.page.get_by_test_id("step-mix").is_visible()
+    p.page.get_by_test_id("speed").select_option("0.25")  # 24 s: the views change while it plays
+    p.page.get_by_test_id("play").click()
+    p.wait(f"{SV}.order.length === 32 && {SV}.steps.length > 20", timeout_s=30)
+    p.wait("(document.getElementById('requests-plot').data || []).length > 0")
+    lanes0 = plot_points(p, "requests-plot", "decode")
+    bars0 = plot_points(p, "stepmix-plot", "decode")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if plot_points(p, "requests-plot", "decode") > lanes0 and plot_points(p, "stepmix-plot", "decode") > bars0:
+            break
+        time.sleep(0.3)
+    assert not p.js(f"{STORE}.ended")
+    assert plot_points(p, "requests-plot", "decode") > lanes0 and plot_points(p, "stepmix-plot", "decode") > bars0
+    # pages in the bank map carry their request's colour
+    reqs = p.js(f"[...new Set({LS}.views.banks.models[0].cells.filter(c => c && c.req !== null).map(c => c.req))]")
+    assert len(reqs) >= 2
+    p.page.get_by_test_id("speed").select_option("64")
+    p.wait(f"{STORE}.ended", timeout_s=60)
+    time.sleep(1.0)
+    summary = p.js(f"{STORE}.summary")
+    notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
+    assert f"<b>TTFT</b> n={summary['completed']}" in notes and "server median" in notes
+    ttft = p.js(f"{SV}.stats('ttft').p50")
+    assert abs(ttft - summary["median_ttft_ms"]) <= 1e-3 * summary["median_ttft_ms"]
+    assert f"{summary['num_preemptions']} preemptions" in p.js("document.getElementById('requests-info').textContent")
+    assert plot_points(p, "requests-plot", "preempted") > 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    for w, h in [(1600, 1000), (1280, 720), (390, 844)]:
+        p.page.set_viewport_size({"width": w, "height": h})
+        time.sleep(0.8)
+        p.page.screenshot(path=str(ARTIFACTS / f"serving-real-{w}x{h}.png"), full_page=True)
+    assert p.problems == []
+
+
+def test_the_deployment_card_shows_the_plan_and_a_deployment_that_does_not_fit_shows_why(page, server_url: str) -> None:
+    p = page
+    open_real(p, server_url, "scenario=real-qwen3-235b-h200", "real-qwen3-235b-h200")
+    p.wait("document.querySelector('[data-testid=deployment-plan]') !== null")
+    text = p.page.get_by_test_id("deployment").inner_text()
+    for words in ["8 × h200", "tp 8", "KV tokens", "max concurrency", "GPU KV cache size"]:
+        assert words in text, words
+    kv = p.js(f"{STORE}.main.deployment[0].per_gpu.kv_tokens")  # drawn before play, from the overview
+    assert f"{kv:,}" in text
+    p.page.locator("#deployment-form select[name=tp]").select_option("2")
+    p.page.get_by_test_id("deployment-apply").click()
+    p.wait("document.getElementById('deployment-error').textContent.includes('weights need')")
+    assert p.page.get_by_test_id("deployment-error").is_visible()
+    assert p.js(f"{STORE}.scenario.deployment.tp") == 8  # the run on screen stays
+    assert "8 × h200" in p.page.get_by_test_id("deployment").inner_text()
+    assert "deployment.tp" not in p.page.url  # a refused setting does not enter the URL
+    p.page.locator("#deployment-form select[name=weight_dtype]").select_option("fp8")
+    p.page.locator("#deployment-form select[name=tp]").select_option("4")
+    p.page.get_by_test_id("deployment-apply").click()
+    p.wait(f"{STORE}.scenario.deployment && {STORE}.scenario.deployment.tp === 4", timeout_s=90)
+    assert "deployment.tp=4" in p.page.url and "deployment.weight_dtype=fp8" in p.page.url
+    assert p.page.get_by_test_id("deployment-error").is_hidden()
+    assert p.problems == []
+
+
+def test_a_grid_run_from_the_form_loads_the_clicked_point(page, server_url: str) -> None:
+    p = page
+    small = "workload.num_requests=3&workload.input_len=256&workload.output_len=6&workload.range_ratio=0"
+    open_real(p, server_url, f"scenario=serving-long-prompt-itl&{small}", "serving-long-prompt-itl")
+    assert p.js(f"{STORE}.scenario.workload.num_requests") == 3
+    p.page.get_by_test_id("sweep-grid").fill("scheduler.max_num_batched_tokens=256,2048")
+    p.page.get_by_test_id("sweep-run").click()
+    p.wait("(document.getElementById('sweep-plot').data || []).length === 2", timeout_s=90)
+    xs, ys = p.js("[document.getElementById('sweep-plot').data[0].x, document.getElementById('sweep-plot').data[0].y]")
+    assert len(xs) == 2 and all(v > 0 for v in xs + ys)
+    pts = p.js(f"{LS}.views.sweep.data.points.map(q => q.set['scheduler.max_num_batched_tokens'])")
+    i = pts.index(256)
+    p.page.locator("#sweep").scroll_into_view_if_needed()
+    x, y = p.js(
+        "(() => { const el = document.getElementById('sweep-plot'); const fl = el._fullLayout;"
+        " const r = el.getBoundingClientRect(); const d = el.data[0];"
+        f" return [r.left + fl._size.l + fl.xaxis.l2p(d.x[{i}]), r.top + fl._size.t + fl.yaxis.l2p(d.y[{i}])]; }})()"
+    )
+    p.page.mouse.click(x, y)
+    p.wait(f"{STORE}.scenario.scheduler.max_num_batched_tokens === 256", timeout_s=90)
+    assert p.js(f"{STORE}.scenario.workload.num_requests") == 3  # the point keeps the grid's other settings
+    assert "scheduler.max_num_batched_tokens=256" in p.page.url
+    p.page.get_by_test_id("sweep-grid").fill("nope.field=1,2")
+    p.page.get_by_test_id("sweep-run").click()
+    p.wait("document.getElementById('sweep-error').textContent.includes('nope')")
+    assert [q for q in p.problems if "status of 422" not in q] == []  # the browser logs the refused request itself
+
+
+def test_a_serving_tour_plays_to_its_steps(page, server_url: str) -> None:
+    p = page
+    open_real(p, server_url, "scenario=serving-64-h200-tp8", "serving-64-h200-tp8")
+    titles = p.js(f"{STORE}.scenario.tour.map(s => s.title)")
+    assert len(titles) >= 2
+    p.page.get_by_test_id("tour-next").click()
+    p.wait(f"document.getElementById('tour-body').textContent.includes({titles[0]!r})", timeout_s=40)
+    p.page.get_by_test_id("tour-next").click()
+    p.wait(f"document.getElementById('tour-body').textContent.includes({titles[1]!r})", timeout_s=40)
+    assert p.problems == []

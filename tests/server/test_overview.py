@@ -91,3 +91,12 @@ def test_page_rows_carry_the_request_and_steps_are_kept() -> None:
     assert {r["request_id"] for r in rows(tables["page_alloc"])} == {0, 1, 2}
     steps = rows(tables["step"])
     assert steps and all(s["num_seqs"] >= 1 and s["model_dur_us"] > s["dur_us"] for s in steps)
+
+
+def test_the_deployment_travels_with_its_per_gpu_figures() -> None:
+    """The deployment card draws the plan before play, from the overview."""
+    ov = overview(simulate(scn.load_preset("real-qwen3-235b-h200")), 94)
+    json.dumps(ov)  # plain JSON all the way down
+    (dep,) = rows(ov["runs"][0]["tables"]["deployment"])
+    assert dep["tp"] == 8 and dep["gpu"] == "h200" and dep["per_gpu"]["kv_tokens"] > 0
+    assert dep["per_gpu"]["weights_gib"] < dep["per_gpu"]["capacity_gib"]

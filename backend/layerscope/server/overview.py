@@ -50,6 +50,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     ),
     "step": ("t_us", "index", "start_us", "dur_us", "model_dur_us", "num_seqs", "prefill_tokens", "decode_tokens",
              "token_budget"),
+    "deployment": ("t_us", "gpu", "num_gpus", "tp", "ep", "moe_tp", "weight_dtype", "kv_dtype",
+                   "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu"),
     "page_alloc": ("t_us", "owner", "phase", "logical", "banks", "slots", "request_id"),
     "page_free": ("t_us", "owner", "banks", "slots", "request_id"),
     "page_migrate": ("t_us", "owner", "from_bank", "from_slot", "to_bank", "to_slot"),
@@ -75,6 +77,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
 
 
 def _json_float(v: Any, exact: bool = False) -> Any:
+    if isinstance(v, BaseModel):  # a nested record (the deployment's per_gpu figures)
+        return {k: _json_float(x, exact) for k, x in v.model_dump(mode="json").items()}
     if isinstance(v, float) and not math.isfinite(v):
         return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
     if isinstance(v, float) and not exact:

@@ -83,10 +83,12 @@ export class DeploymentView {
   }
 
   render() {
-    const stamp = this.store.stamp(["deployment"]);
+    const stamp = this.store.stamp(["deployment", "theme"]);
     if (stamp === this.drawn) return false;
     this.drawn = stamp;
-    const e = this.serving.deployment;
+    // the run's deployment event: from the whole-run overview (drawn before play), else as it streams
+    const main = this.store.main;
+    const e = (main && main.deployment && main.deployment[0]) || this.serving.deployment;
     const s = this.store.scenario;
     if (!e) {
       const d = this.settings();

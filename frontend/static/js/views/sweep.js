@@ -70,11 +70,12 @@ export class SweepView {
     }
     this.fail("");
     this.info.textContent = "running the grid on the server (timing only)…";
+    const base = this.cmd.currentSet(); // the run on screen's overrides: every point keeps them
     try {
       const r = await fetch("/api/sweep", {
         method: "POST",
         headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ scenario: this.cmd.scenario(), set: this.cmd.currentSet(), grid }),
+        body: JSON.stringify({ scenario: this.cmd.scenario(), set: base, grid }),
       });
       const body = await r.json().catch(() => ({}));
       if (!r.ok) {
@@ -82,7 +83,7 @@ export class SweepView {
         this.fail(errorText(body, r.status));
         return;
       }
-      this.show(body, "the server");
+      this.show(body, "the server", base);
     } catch (e) {
       this.info.textContent = "";
       this.fail(`sweep: ${e.message}`);
@@ -94,7 +95,8 @@ export class SweepView {
     this.error.classList.toggle("hidden", !text);
   }
 
-  show(data, source) {
+  // base: the overrides the grid ran on (a server grid: the run on screen's; a file: none recorded)
+  show(data, source, base = {}) {
     if (!data || !Array.isArray(data.points)) throw new Error("not a `layerscope sweep --json` result (no points)");
     const ok = (p) => typeof p.output_throughput_per_gpu === "number" && typeof p.median_tpot_ms === "number";
     for (const p of data.points) {
@@ -104,6 +106,7 @@ export class SweepView {
     // points the scenario refused (e.g. weights that do not fit) are listed with the server's reason
     this.fail(refused.map((p) => `${setLabel(p.set)}: ${p.error}`).join(" · "));
     this.data = data;
+    this.base = base;
     this.root.dataset.empty = "false";
     const pts = data.points.filter(ok);
     const front = pts.filter((p) => p.pareto).sort((a, b) => a.median_tpot_ms - b.median_tpot_ms);
@@ -145,7 +148,7 @@ export class SweepView {
     const p = this.data.points[i];
     const name = typeof this.data.scenario === "string" && this.data.scenario ? this.data.scenario : this.cmd.scenario();
     this.info.textContent = `loading ${setLabel(p.set)} of ${name}…`;
-    this.cmd.load(name, { ...(this.data.set || {}), ...p.set });
+    this.cmd.load(name, { ...this.base, ...p.set });
   }
 }
 
