@@ -48,7 +48,10 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dic
     page.add_init_script(LONGTASKS)
     page.goto(f"http://127.0.0.1:{port}/?scenario={scenario}" + (f"&{query}" if query else ""))
     wait(page, f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{scenario}'")
-    wait(page, "document.getElementById('timeline-plot').data && document.getElementById('latency-plot').data")
+    # the first draws are done (a panel with nothing to show for the run, e.g. decode latency of a serving run, is
+    # collapsed and never drawn)
+    wait(page, "!!(document.getElementById('timeline-plot').data && (document.getElementById('latency-plot').data"
+               " || document.getElementById('latency').classList.contains('collapsed')))")
     time.sleep(1.0)  # first draws of every view done before measuring
     load_tasks = page.evaluate("() => window.__longtasks.splice(0)")  # page load: Plotly parse, first draws
     page.get_by_test_id("speed").evaluate(
@@ -63,6 +66,12 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dic
     raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
     grid = page.locator("#banks-info").inner_text()
     kernels = page.evaluate(f"() => {STORE}.runs.reduce((n, r) => n + r.kernel.length, 0)")
+    # serving runs: requests in the lanes, the most running in one step, and the serving views' redraws
+    serving = page.evaluate(
+        "() => { const sv = window.__layerscope.serving; const st = window.__layerscope.stats;"
+        " return [sv.order.length, Math.max(0, ...sv.steps.map(s => s.seqs)), st.plotDraws,"
+        " ['RequestsView', 'StepMixView', 'LatencyDistView', 'KvBlocksView'].filter(k => k in st.renderMs).length]; }"
+    )
     longtasks = page.evaluate("() => window.__longtasks")
     page.context.close()
     wall = (t1 - t0) / 1000.0
@@ -71,6 +80,10 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dic
         "scenario": scenario,
         "query": query,
         "kernels_drawn": kernels,
+        "requests": serving[0],
+        "max_seqs_per_step": serving[1],
+        "plotly_draws": serving[2],
+        "serving_views_drawn": serving[3],
         "bank_grid": grid,
         "play_s": play_s,
         "wall_s": round(wall, 2),

@@ -229,12 +229,26 @@ export class BanksView {
     this.fillLegend();
   }
 
-  paint(k) {
+  // Repaint grid k: every cell, or (ops given) only the cells those ops touched, so a serving run's many small
+  // page operations per frame cost a few cells each, not the whole grid.
+  paint(k, ops = null) {
     const m = this.models[k];
     const g = this.grids[k];
     const d = g.image.data;
-    const cache = new Map(); // hex -> [r, g, b]: parsed once per paint, not once per cell
-    for (let i = 0; i < m.cells.length; i++) {
+    const cache = this.colorCache || (this.colorCache = new Map()); // hex -> [r, g, b], parsed once
+    if (cache.size > 4096) cache.clear();
+    let cells = null;
+    if (ops && ops.length < 4000 && !ops.some((e) => e.kind === "fault")) {
+      cells = [];
+      for (const e of ops) {
+        if (e.banks && e.slots) e.banks.forEach((b, j) => cells.push(m.idx(b, e.slots[j])));
+        if (e.kind === "page_migrate") cells.push(m.idx(e.from_bank, e.from_slot), m.idx(e.to_bank, e.to_slot));
+      }
+    }
+    const all = cells === null;
+    const n = all ? m.cells.length : cells.length;
+    for (let j = 0; j < n; j++) {
+      const i = all ? j : cells[j];
       const hex = m.color(i);
       let col = cache.get(hex);
       if (!col) cache.set(hex, (col = rgb(hex)));
@@ -272,7 +286,7 @@ export class BanksView {
         const rewound = t < m.t;
         const done = m.advance(t);
         if (done.length || rewound || this.shownT === null) {
-          this.paint(k);
+          this.paint(k, rewound || this.shownT === null ? null : done);
           changed = true;
         }
         if (live) for (const e of done) this.animate(k, e);

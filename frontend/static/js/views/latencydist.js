@@ -68,10 +68,11 @@ export class LatencyDistView {
       if (p.sla && sla) mark(sla, SERIES.sla, "dash", `SLA ${sla}`, 0.7);
       annotations.push({
         xref: `x${ax} domain`, yref: `y${ax} domain`, x: 0, y: 1.02, yanchor: "bottom", xanchor: "left", showarrow: false,
-        text: `<b>${p.title}</b>${narrow ? " (ms)" : ""} n=${st.n}` + (summary[p.summary] !== undefined ? ` · server median ${fmt(summary[p.summary])}` : ""),
+        text: `<b>${p.title}</b>${narrow ? " (ms)" : ""} n=${st.n}`,
         font: { size: 10, color: THEME.text },
       });
-      info.push(`${p.title} p50 ${fmt(st.p50)} / p99 ${fmt(st.p99)} ms`);
+      info.push(`${p.title} p50 ${fmt(st.p50)} / p99 ${fmt(st.p99)} ms` +
+        (summary[p.summary] !== undefined ? ` (server median ${fmt(summary[p.summary])})` : ""));
     });
     layout.shapes = shapes;
     layout.annotations = annotations;
