@@ -1,5 +1,8 @@
 # Two commands on a fresh machine: `make run` and `make test`.
 PY ?= python3
+# `make run PORT=8765` serves on another port; `make run HOST=0.0.0.0` on every interface (default: this machine only)
+HOST ?= 127.0.0.1
+PORT ?= 8000
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -15,7 +18,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/layerscope serve --host 127.0.0.1 --port 8000
+	$(BIN)/layerscope serve --host $(HOST) --port $(PORT)
 
 # Debian's Chromium drives the browser tests (Playwright's own download does not work here).
 browser-deps:

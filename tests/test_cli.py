@@ -40,3 +40,51 @@ def test_unknown_scenario_is_one_line_exit_2(capsys: pytest.CaptureFixture[str])
     assert main(["scenarios", "no-such-scenario"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no-such-scenario" in err
+
+
+def _piped(argv: list[str], read_lines: int | None) -> tuple[int, list[str], str]:
+    """Run `layerscope ARGV | head -READ_LINES` for real: a 4 KiB pipe whose reader takes `read_lines` lines and
+    closes it (None: the reader is gone before the command starts). Returns (exit status, lines read, stderr)."""
+    import fcntl
+    import os
+
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 4096)  # small, so the command is still writing when the reader leaves
+    if read_lines is None:
+        os.close(r)
+    proc = subprocess.Popen([sys.executable, "-m", "layerscope", *argv], stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    lines = []
+    if read_lines is not None:
+        with os.fdopen(r) as reader:
+            lines = [reader.readline() for _ in range(read_lines)]
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, lines, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "read_lines", "first"),
+    [
+        (["scenarios"], None, None),
+        (["schema"], 1, "{"),
+        (["run", "decode-pulses", "--quiet", "--events", "-"], 3, '{"t_us":0.0,"kind":"run","scenario":"decode'),
+    ],
+)
+def test_output_cut_short_by_a_closed_pipe_ends_quietly(argv: list[str], read_lines: int | None, first: str) -> None:
+    code, lines, err = _piped(argv, read_lines)
+    assert err == ""  # no traceback, no "Exception ignored" at exit
+    assert code == 141  # as a tool killed by SIGPIPE (128 + 13), what `set -o pipefail` scripts expect
+    if first is not None:
+        assert len(lines) == read_lines and lines[0].startswith(first)
+
+
+def test_events_to_stdout_match_the_file(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "e.jsonl"
+    assert main(["run", "decode-pulses", "--quiet", "--events", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["run", "decode-pulses", "--events", "-"]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert stdout == out.read_text()
+    assert "decode-pulses: article on h100-sxm" in stderr  # the summary table moves to stderr
+    assert main(["run", "decode-pulses", "--events", "-", "--trace", "-"]) == 2
+    assert "only one of" in capsys.readouterr().err

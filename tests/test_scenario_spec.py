@@ -68,3 +68,61 @@ def test_bad_yaml_file_names_the_file(tmp_path) -> None:
     bad.write_text("chunk_size: 1\n")
     with pytest.raises(ScenarioError, match=r"bad\.yaml: field 'chunk_size'.*greater than or equal to 16"):
         scenario.load_file(bad)
+
+
+# -- workload and scheduler: nested fields, dotted overrides ----------------------------------------------------
+def test_dotted_set_reaches_nested_fields() -> None:
+    over = parse_set(["workload.max_concurrency=16", "scheduler.max_num_batched_tokens=2048",
+                      "workload.num_requests=5"])
+    assert over == {"workload.max_concurrency": 16, "scheduler.max_num_batched_tokens": 2048,
+                    "workload.num_requests": 5}
+    spec = apply_overrides(ScenarioSpec(), over)
+    assert spec.workload is not None and spec.workload.max_concurrency == 16 and spec.workload.num_requests == 5
+    assert spec.workload.input_len == 1024  # the rest of a workload created by a dotted key keeps its defaults
+    assert spec.scheduler.max_num_batched_tokens == 2048 and spec.scheduler.max_num_seqs == 256
+
+
+@pytest.mark.parametrize(
+    ("assignment", "needle"),
+    [
+        ("workload.max_concurency=4", "unknown field 'workload.max_concurency'"),
+        ("workloads.num_requests=4", "unknown field 'workloads.num_requests'"),
+        ("chunk_size.x=4", "unknown field 'chunk_size.x'"),
+    ],
+)
+def test_dotted_set_refuses_unknown_nested_fields(assignment: str, needle: str) -> None:
+    with pytest.raises(ScenarioError, match=needle):
+        parse_set([assignment])
+
+
+@pytest.mark.parametrize(
+    ("over", "field"),
+    [
+        ({"workload.num_requests": 10_001}, "workload.num_requests"),
+        ({"workload.max_concurrency": 0}, "workload.max_concurrency"),
+        ({"workload.request_rate": -1}, "workload.request_rate"),
+        ({"scheduler.max_num_seqs": 0}, "scheduler.max_num_seqs"),
+    ],
+)
+def test_bad_nested_values_are_named(over: dict, field: str) -> None:
+    with pytest.raises(ScenarioError) as err:
+        apply_overrides(ScenarioSpec(), over)
+    assert f"field '{field}'" in str(err.value)
+
+
+def test_workload_tokens_are_bounded() -> None:
+    with pytest.raises(ScenarioError, match="field .workload.: .*1000100000 tokens; the limit is 20000000"):
+        parse_spec({"workload": {"num_requests": 10_000, "input_len": 100_000, "output_len": 10}}, "")
+
+
+def test_compare_accepts_dotted_keys_and_names_bad_ones() -> None:
+    spec = parse_spec({"compare": {"label": "small budget", "set": {"scheduler.max_num_batched_tokens": 512}}})
+    assert spec.compare is not None
+    with pytest.raises(ScenarioError, match="scheduler.max_num_batched_tokens"):
+        parse_spec({"compare": {"label": "x", "set": {"scheduler.max_num_batched_tokens": 1}}})
+
+
+def test_request_rate_inf_survives_json() -> None:
+    spec = ScenarioSpec.model_validate({"workload": {"num_requests": 3}})
+    again = ScenarioSpec.model_validate_json(spec.model_dump_json())
+    assert again == spec and again.workload is not None and again.workload.request_rate == float("inf")

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 
 from layerscope import __version__, commands
+
+# A tool stopped by a reader that closed its pipe (`| head`) exits as SIGPIPE would kill it: 128 + 13, quietly.
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 class UsageError(ValueError):
@@ -35,6 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # output still buffered may meet the closed pipe only here
+        return code
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)
@@ -43,6 +58,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _stdout_to_devnull() -> None:
+    """Point fd 1 at /dev/null, so the interpreter's own flush at exit cannot raise a second BrokenPipeError
+    (the recipe of the Python docs, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a real file (a test's capture): nothing left to flush
+        pass
 
 
 if __name__ == "__main__":

@@ -10,15 +10,16 @@ Sizes, stated everywhere: timings, bytes and memory are simulated at the real mo
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 EVENT_SCHEMA_VERSION = 1
+_E = TypeVar("_E", bound=BaseModel)
 
 Phase = Literal["prefill", "decode", "idle", "validate"]
 Bound = Literal["compute", "memory", "latency"]
-StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead"]
+StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead", "collective"]
 
 
 class _Event(BaseModel):
@@ -52,6 +53,9 @@ class KernelEvent(_Event):
     chunk: int | None = None  # prefill chunk id
     step: int | None = None  # decode step
     shapes: str = ""  # human-readable shapes, e.g. "x[4096,4096] @ W[4096,9216]"
+    # "model": a whole-model cost paid once per step (embedding lookup, the article's switch-over), drawn apart
+    # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
+    scope: Literal["layer", "model"] = "layer"
 
 
 class ChunkEvent(_Event):
@@ -83,6 +87,7 @@ class PageAllocEvent(_Event):
     logical: list[int]  # logical page index within the owner's block table
     banks: list[int]
     slots: list[int]
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class PageFreeEvent(_Event):
@@ -90,6 +95,7 @@ class PageFreeEvent(_Event):
     owner: str
     banks: list[int]
     slots: list[int]
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class AllocFailEvent(_Event):
@@ -115,6 +121,7 @@ class PageMigrateEvent(_Event):
     bytes: float
     dur_us: float
     reason: Literal["make_room", "compact"] = "make_room"
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class PageEvictEvent(_Event):
@@ -124,6 +131,7 @@ class PageEvictEvent(_Event):
     banks: list[int]
     slots: list[int]
     bytes: float
+    request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
 class MemoryEvent(_Event):
@@ -148,6 +156,35 @@ class DecodeStepEvent(_Event):
     stage_us: dict[str, float] = Field(default_factory=dict)
     cross_bank_reads: int = 0
     refetched_pages: int = 0
+
+
+class RequestEvent(_Event):
+    """A request's life in a serving run: sent by the client, first scheduled, first token, preempted, finished."""
+
+    kind: Literal["request"] = "request"
+    request_id: int
+    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished"]
+    input_len: int
+    output_len: int
+    num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)
+    num_output_tokens: int  # generated so far
+
+
+class StepEvent(_Event):
+    """One engine step of a serving run: what the scheduler put in it and how long it took; t_us == start_us."""
+
+    kind: Literal["step"] = "step"
+    index: int
+    start_us: float
+    dur_us: float  # one layer
+    model_dur_us: float  # the whole model step (what a client sees)
+    num_seqs: int
+    prefill_tokens: int
+    decode_tokens: int
+    token_budget: int
+    request_ids: list[int]
+    num_tokens: list[int]  # tokens scheduled per request this step, parallel to request_ids
+    cached_blocks: int | None = None  # prefix-cache blocks reused by requests admitted this step
 
 
 class FaultEvent(_Event):
@@ -200,6 +237,47 @@ class SummaryEvent(_Event):
     figures: dict[str, float | int | bool | str]
 
 
+class DeploymentPerGpu(BaseModel):
+    """One GPU's memory, as `layerscope plan --json` gives it (vLLM's startup accounting)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    capacity_gib: float
+    weights_gib: float
+    activation_gib: float
+    cuda_graph_gib: float
+    non_torch_gib: float
+    kv_cache_gib: float
+    kv_tokens: int
+    kv_bytes_per_token: float  # all layers, as one token occupies this GPU's cache
+    max_concurrency: float
+
+
+class DeploymentEvent(_Event):
+    """The deployment the run simulates (one event at t_us=0); the timeline is one GPU of the group."""
+
+    kind: Literal["deployment"] = "deployment"
+    gpu: str
+    num_gpus: int
+    tp: int
+    ep: int
+    moe_tp: int
+    weight_dtype: str
+    kv_dtype: str
+    gpu_memory_utilization: float
+    cuda_graphs: bool
+    max_model_len: int
+    per_gpu: DeploymentPerGpu
+
+
+class RunEvent(_Event):
+    """First line of a recording (`layerscope run --events`, `POST /api/events`), never made by the engine: the
+    spec the events were simulated from, so a replay shows that run and no other."""
+
+    kind: Literal["run"] = "run"
+    scenario: str = Field(..., description="the spec's name")
+    spec: dict[str, Any] = Field(..., description="the validated scenario spec, defaults filled in")
+
+
 Event = Annotated[
     PhaseEvent
     | KernelEvent
@@ -212,11 +290,15 @@ Event = Annotated[
     | PageEvictEvent
     | MemoryEvent
     | DecodeStepEvent
+    | RequestEvent
+    | StepEvent
     | FaultEvent
     | CrcEvent
     | NumericsEvent
     | ExpertsEvent
-    | SummaryEvent,
+    | SummaryEvent
+    | DeploymentEvent
+    | RunEvent,
     Field(discriminator="kind"),
 ]
 
@@ -225,8 +307,8 @@ EVENT_KINDS = tuple(
     m.model_fields["kind"].default
     for m in (
         PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
-        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent,
+        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
+        NumericsEvent, ExpertsEvent, SummaryEvent, DeploymentEvent, RunEvent,
     )
 )
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
@@ -264,6 +346,19 @@ class Topology(BaseModel):
     runtime: str
     prefill: PhaseTopology
     decode: PhaseTopology
+
+
+def trusted_event(cls: type[_E], values: dict[str, Any]) -> _E:
+    """An event built without validation, for the simulator's hottest path (one kernel event per launch, ~3x
+    cheaper). `values` must hold every field, in declaration order, already of its type (floats as float):
+    then the event equals, and serialises byte for byte like, the validated one (tests/runtime/test_timing.py
+    checks the kernel events Timing makes)."""
+    e = cls.__new__(cls)
+    object.__setattr__(e, "__dict__", values)
+    object.__setattr__(e, "__pydantic_fields_set__", set(values))
+    object.__setattr__(e, "__pydantic_extra__", None)
+    object.__setattr__(e, "__pydantic_private__", None)
+    return e
 
 
 def event_json(event: BaseModel) -> str:

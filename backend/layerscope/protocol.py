@@ -17,8 +17,10 @@ class _Command(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class LoadCommand(_Command):
-    type: Literal["load"]
+class RunRequest(_Command):
+    """Which run: a preset with overrides, an inline spec, or a recording to replay. The `load` command, and the
+    body of the export routes (`POST /api/trace`, `/api/report`, `/api/events`), so a download is the run on screen."""
+
     scenario: str | None = Field(None, max_length=64, description="a preset name")
     spec: dict[str, Any] | None = Field(None, description="an inline scenario spec")
     set: dict[str, Any] = Field(default_factory=dict, description="field overrides")
@@ -26,9 +28,20 @@ class LoadCommand(_Command):
         None,
         min_length=1,
         max_length=MAX_REPLAY_EVENTS,
-        description="a recorded event stream (`layerscope run --events`) to replay instead of simulating; "
-        "`scenario` or `spec` names the spec it was recorded from",
+        description="a recorded event stream (`layerscope run --events`) to replay instead of simulating. Its first "
+        "line (`run`) holds the spec it was simulated from: with neither `scenario` nor `spec` that spec is replayed; "
+        "with one, it must be the same run. A recording without that line needs `scenario` or `spec`",
     )
+
+
+class LoadCommand(RunRequest):
+    type: Literal["load"]
+
+
+class ExportRequest(RunRequest):
+    """The body of the export routes: a `load` message, `type` optional."""
+
+    type: Literal["load"] | None = None
 
 
 class PlayCommand(_Command):

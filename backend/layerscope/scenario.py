@@ -26,9 +26,13 @@ MAX_PROMPT_LEN = 262_144
 MAX_DECODE_STEPS = 8_192
 MAX_BANKS = 256
 MAX_PAGES = 65_536  # pages of one sequence (prompt + decode + hint)
+MAX_REQUESTS = 10_000
+MAX_REQUEST_TOKENS = 262_144  # input (with the shared prefix) or output length of one request
+MAX_WORKLOAD_TOKENS = 20_000_000  # input + output tokens of a whole workload (bounds CPU and memory per run)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 DEFAULT_PAGE_SIZE: dict[str, int] = {"article": 256, "vllm": 16}
+DEFAULT_FREE_HBM_GIB = 40.0  # the KV pool of a scenario that names neither free_hbm_gib nor a deployment
 
 
 class Strict(BaseModel):
@@ -79,6 +83,54 @@ class TourStep(Strict):
     check: TourCheck | None = None
 
 
+class WorkloadSpec(Strict):
+    """Many requests, as `vllm bench serve --dataset-name random` sends them (or as a trace file lists them)."""
+
+    # request_rate defaults to inf: JSON carries it as the string "Infinity", which parses back
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, ser_json_inf_nan="strings")
+
+    num_requests: int = Field(100, ge=1, le=MAX_REQUESTS, description="requests to send (--num-prompts)")
+    input_len: int = Field(1024, ge=1, le=MAX_REQUEST_TOKENS, description="mean prompt tokens (--random-input-len)")
+    output_len: int = Field(128, ge=1, le=MAX_REQUEST_TOKENS, description="mean output tokens (--random-output-len)")
+    range_ratio: float = Field(
+        0.0, ge=0.0, le=1.0, description="each length uniform in [L(1-r), L(1+r)] (--random-range-ratio)"
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, le=MAX_REQUESTS, description="requests in flight at once, client side (null: no cap)"
+    )
+    request_rate: float = Field(
+        float("inf"), gt=0.0, description="requests per second, Poisson arrivals (inf: all at once)"
+    )
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="lengths, arrivals and token ids")
+    shared_prefix_len: int = Field(
+        0, ge=0, le=MAX_REQUEST_TOKENS, description="tokens every prompt starts with (--random-prefix-len)"
+    )
+    trace: str | None = Field(
+        None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
+    )
+
+    @model_validator(mode="after")
+    def _bounded_tokens(self) -> WorkloadSpec:
+        r = self.range_ratio
+        most = self.num_requests * (
+            self.shared_prefix_len + int(self.input_len * (1 + r)) + int(self.output_len * (1 + r))
+        )
+        if self.trace is None and most > MAX_WORKLOAD_TOKENS:
+            raise ValueError(
+                f"num_requests x (shared_prefix_len + input_len + output_len) may reach {most} tokens; "
+                f"the limit is {MAX_WORKLOAD_TOKENS}"
+            )
+        return self
+
+
+class SchedulerSpec(Strict):
+    """vLLM V1 scheduler limits (the vllm runtime; the article runtime keeps its chunk scheduler)."""
+
+    max_num_batched_tokens: int = Field(8192, ge=16, le=262_144, description="token budget of one engine step")
+    max_num_seqs: int = Field(256, ge=1, le=4096, description="running requests at most")
+    prefix_caching: bool = Field(False, description="reuse cached full KV blocks of identical prefixes")
+
+
 class CompareSpec(Strict):
     """Run the scenario a second time with these overrides, and show both."""
 
@@ -89,15 +141,38 @@ class CompareSpec(Strict):
     @classmethod
     def _known_fields(cls, v: dict[str, Any]) -> dict[str, Any]:
         """Each override is checked here, against its field alone, so a bad one is named at load time."""
-        probe = ScenarioSpec.model_construct()
         for key, value in v.items():
-            if key not in ScenarioSpec.model_fields or key in ("compare", "tour"):
-                raise ValueError(f"unknown or not overridable field {key!r}")
-            try:
-                ScenarioSpec.__pydantic_validator__.validate_assignment(probe, key, value)
-            except ValidationError as e:
-                raise ValueError(f"{key}: {e.errors()[0]['msg']}") from None
+            check_override(key, value)
         return v
+
+
+class DeploymentSpec(Strict):
+    """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
+
+    MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
+    One node of up to 8 GPUs (the measured collectives go to 8)."""
+
+    tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
+    ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")
+    weight_dtype: Literal["bf16", "fp8"] = Field(
+        "bf16", description="fp8: e4m3 with 128x128 block scales, as Qwen/Qwen3-235B-A22B-FP8"
+    )
+    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache precision (vLLM --kv-cache-dtype)")
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="share of GPU memory vLLM may use")
+    cuda_graphs: bool = Field(True, description="decode steps replay CUDA graphs (vLLM's default; off = eager)")
+    max_model_len: int | None = Field(
+        None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
+    )
+
+    @model_validator(mode="after")
+    def _ep_divides_tp(self) -> DeploymentSpec:
+        if self.tp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
+        return self
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp // self.ep
 
 
 class ScenarioSpec(Strict):
@@ -114,7 +189,16 @@ class ScenarioSpec(Strict):
     chunk_size: int = Field(4096, ge=16, le=65_536, description="prefill chunk size in tokens")
     low_mem_chunk_size: int = Field(2048, ge=16, le=65_536, description="chunk size when free HBM is low")
     low_mem_threshold_gib: float = Field(12.0, ge=0.0, le=1024.0, description="free HBM below which chunks shrink")
-    free_hbm_gib: float = Field(40.0, gt=0.0, le=1024.0, description="HBM free for KV cache at the start")
+    free_hbm_gib: float | None = Field(
+        None,
+        gt=0.0,
+        le=1024.0,
+        description="HBM free for KV cache at the start (default: what the deployment's placement leaves, or "
+        f"{DEFAULT_FREE_HBM_GIB:g} GiB without a deployment)",
+    )
+    deployment: DeploymentSpec | None = Field(
+        None, description="GPUs, parallelism and precision; absent: one GPU holding the whole layer, as before"
+    )
     page_size: int | None = Field(
         None, ge=1, le=4096, description="tokens per KV page (default: 256 article, 16 vllm)"
     )
@@ -125,7 +209,11 @@ class ScenarioSpec(Strict):
         0.0, ge=0.0, le=0.95, description="fraction of pages held, scattered, by other tenants at the start"
     )
     memory_path_contention: float = Field(
-        0.0, ge=0.0, le=1.0, description="cross-socket memory-path contention (grows with a chunk's working set)"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="host memory-path contention (two-socket host): slows traffic over the host path "
+        "(re-fetches of evicted KV pages), never GPU HBM bandwidth",
     )
     sla_ms: float = Field(10.0, gt=0.0, le=10_000.0, description="decode step latency SLA")
     numerics: bool = Field(False, description="also run the numpy layer at a scaled size on the same schedule")
@@ -133,6 +221,10 @@ class ScenarioSpec(Strict):
     seed: int = Field(0, ge=0, le=2**31 - 1)
     faults: list[FaultSpec] = Field(default_factory=list, max_length=16)
     actions: list[ActionSpec] = Field(default_factory=list, max_length=64)
+    workload: WorkloadSpec | None = Field(
+        None, description="many requests (null: one request of prompt_len and decode_steps)"
+    )
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     compare: CompareSpec | None = None
     tour: list[TourStep] = Field(default_factory=list, max_length=32)
 
@@ -161,15 +253,59 @@ class ScenarioSpec(Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _deployment_fits(self) -> ScenarioSpec:
+        """Weights that do not fit the deployment's GPUs are refused here, so the CLI and the server say so."""
+        if self.deployment is not None:
+            from layerscope.runtime.deployment import check_scenario
+
+            check_scenario(self)
+        return self
+
     @property
     def effective_page_size(self) -> int:
         return self.page_size or DEFAULT_PAGE_SIZE[self.runtime]
 
     def with_overrides(self, overrides: dict[str, Any]) -> ScenarioSpec:
-        """A new validated spec with top-level fields replaced (the CLI's --set, the dashboard's form)."""
+        """A new validated spec with fields replaced (the CLI's --set, the dashboard's form); a dotted key
+        (`workload.max_concurrency`) sets one field of a nested model, creating the model if it is null."""
         data = self.model_dump()
-        data.update(overrides)
+        for key, value in overrides.items():
+            top, _, sub = key.partition(".")
+            if not sub:
+                data[top] = value
+                continue
+            if not isinstance(data.get(top), dict):
+                data[top] = {}
+            data[top][sub] = value
         return ScenarioSpec.model_validate(data)
+
+
+NESTED: dict[str, type[BaseModel]] = {
+    "workload": WorkloadSpec,
+    "scheduler": SchedulerSpec,
+    "deployment": DeploymentSpec,
+}
+
+
+def known_field(key: str) -> bool:
+    """A top-level field, or `model.field` of a nested model (workload, scheduler)."""
+    top, _, sub = key.partition(".")
+    if not sub:
+        return top in ScenarioSpec.model_fields
+    return top in NESTED and sub in NESTED[top].model_fields
+
+
+def check_override(key: str, value: Any) -> None:
+    """Check one override against its field alone (ValueError naming it)."""
+    if not known_field(key) or key in ("compare", "tour"):
+        raise ValueError(f"unknown or not overridable field {key!r}")
+    top, _, sub = key.partition(".")
+    model, name = (NESTED[top], sub) if sub else (ScenarioSpec, top)
+    try:
+        model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
+    except ValidationError as e:
+        raise ValueError(f"{key}: {e.errors()[0]['msg']}") from None
 
 
 class ScenarioError(ValueError):
@@ -181,7 +317,7 @@ def format_validation_error(err: ValidationError, source: str = "") -> str:
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
     prefix = f"{source}: " if source else ""
     more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{prefix}field '{loc}': {first['msg']}{more}"
+    return f"{prefix}field '{loc}': {first['msg'].removeprefix('Value error, ')}{more}"
 
 
 def parse_spec(data: Any, source: str = "") -> ScenarioSpec:
@@ -231,7 +367,7 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
         key, sep, raw = a.partition("=")
         if not sep or not key:
             raise ScenarioError(f"--set {a!r}: expected key=value")
-        if key not in ScenarioSpec.model_fields:
+        if not known_field(key):
             raise ScenarioError(f"--set {a!r}: unknown field {key!r}")
         try:
             out[key] = yaml.safe_load(raw)
@@ -241,7 +377,7 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
 
 
 def apply_overrides(spec: ScenarioSpec, overrides: dict[str, Any], source: str = "--set") -> ScenarioSpec:
-    unknown = [k for k in overrides if k not in ScenarioSpec.model_fields]
+    unknown = [k for k in overrides if not known_field(k)]
     if unknown:
         raise ScenarioError(f"{source}: unknown field {unknown[0]!r}")
     try:

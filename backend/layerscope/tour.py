@@ -84,9 +84,10 @@ def check_passes(check: TourCheck, actual: Figure) -> bool:
 
 
 def _event_name_fields(event: Any) -> list[str]:
-    """The fields an at_event 'kind:name' may name: a kernel/stage name, a phase, a fault, an owner, a reason."""
+    """The fields an at_event 'kind:name' may name: a kernel/stage name, a phase, a fault, an owner, a reason,
+    what happened to a request ('request:preempted')."""
     out = []
-    for attr in ("name", "stage", "phase", "fault", "action", "owner", "reason"):
+    for attr in ("name", "stage", "phase", "fault", "action", "owner", "reason", "what"):
         v = getattr(event, attr, None)
         if isinstance(v, str):
             out.append(v)

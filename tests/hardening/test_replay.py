@@ -72,6 +72,7 @@ def test_recorded_run_replays_frame_for_frame(client: TestClient, tmp_path: Path
     sim_loaded, sim_frames = session_frames(client, {"type": "load", "scenario": scenario}, seeks)
     rep_loaded, rep_frames = session_frames(client, {"type": "load", "scenario": scenario, "events": events}, seeks)
     assert rep_loaded == sim_loaded
+    assert events[0]["kind"] == "run" and rep_loaded["num_events"] == len(events) - 1  # the spec line is no event
     assert len(rep_frames) == len(sim_frames) > 10
     for i, (a, b) in enumerate(zip(rep_frames, sim_frames, strict=True)):
         assert a == b, f"frame {i} differs"
@@ -91,8 +92,11 @@ def test_a_recording_is_validated_event_by_event(client: TestClient, tmp_path: P
         ws.send_json({"type": "load", "scenario": "decode-pulses", "events": [{"kind": "meteor", "t_us": 0}]})
         err = ws.receive_json()
         assert err["type"] == "error" and err["field"].startswith("events.0")
-        ws.send_json({"type": "load", "events": events[:5]})  # which spec it was recorded from is required
+        ws.send_json({"type": "load", "events": events[1:6]})  # without its `run` line, the spec is required
         assert ws.receive_json()["field"] == "scenario"
+        ws.send_json({"type": "load", "events": [events[0], *events[1:6], events[0]]})
+        err = ws.receive_json()
+        assert err["type"] == "error" and err["field"] == "events.6"  # one file, one run
 
 
 def test_a_large_recording_replays_through_a_real_socket(server: ServerProcess, tmp_path: Path) -> None:
@@ -103,7 +107,65 @@ def test_a_large_recording_replays_through_a_real_socket(server: ServerProcess, 
     try:
         raw.send_frame(0x1, text.encode())
         loaded = raw.recv_json()
-        assert loaded["type"] == "loaded" and loaded["num_events"] == len(events)
+        assert loaded["type"] == "loaded" and loaded["num_events"] == len(events) - 1  # all but the `run` line
     finally:
         raw.close()
     assert server.debug()["simulations"] == 0  # replayed, not simulated
+
+
+def _load(client: TestClient, load: Msg) -> Msg:
+    with client.websocket_connect("/ws") as ws:
+        ws.send_json(load)
+        return ws.receive_json()
+
+
+def test_a_recording_replays_its_own_spec(client: TestClient, tmp_path: Path) -> None:
+    out = tmp_path / "adapted.jsonl"
+    assert main(["run", "prefill-8k-chunked", "--quiet", "--set", "chunk_size=2048", "--events", str(out)]) == 0
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    loaded = _load(client, {"type": "load", "events": events})  # no scenario: the recording says which run it is
+    assert loaded["type"] == "loaded", loaded
+    assert loaded["scenario"]["name"] == "prefill-8k-chunked" and loaded["scenario"]["chunk_size"] == 2048
+    same = _load(client, {"type": "load", "scenario": "prefill-8k-chunked", "set": {"chunk_size": 2048},
+                          "events": events})
+    assert same["type"] == "loaded" and same["scenario"] == loaded["scenario"]
+    changed = _load(client, {"type": "load", "events": events, "set": {"gpu": "h200"}})
+    assert changed["type"] == "error" and changed["field"] == "set"
+
+
+@pytest.mark.parametrize(
+    ("load", "field", "needles"),
+    [
+        ({"scenario": "ecc-bitflips"}, "scenario", ["'decode-pulses'", "'ecc-bitflips'", "prompt_len=200",
+                                                    "prompt_len=2048"]),
+        ({"scenario": "decode-pulses", "set": {"chunk_size": 2048}}, "scenario", ["chunk_size=4096",
+                                                                                  "chunk_size=2048"]),
+        ({"spec": {"name": "decode-pulses", "prompt_len": 200}}, "spec", ["'decode-pulses'", "runtime=article"]),
+    ],
+)
+def test_a_recording_under_another_scenario_is_refused_naming_both(
+    client: TestClient, tmp_path: Path, load: Msg, field: str, needles: list[str]
+) -> None:
+    events = record(tmp_path, "decode-pulses")
+    err = _load(client, {"type": "load", **load, "events": events})
+    assert err["type"] == "error" and err["field"] == field, err
+    assert all(n in err["message"] for n in needles), err["message"]
+    assert "without 'scenario' and 'spec'" in err["message"]  # and how to replay it as recorded
+
+
+def test_a_recording_without_its_spec_line_is_checked_against_what_it_records(
+    client: TestClient, tmp_path: Path
+) -> None:
+    out = tmp_path / "adapted.jsonl"
+    assert main(["run", "prefill-8k-chunked", "--quiet", "--set", "chunk_size=2048", "--events", str(out)]) == 0
+    events = [json.loads(line) for line in out.read_text().splitlines()][1:]  # an older recording: no `run` line
+    err = _load(client, {"type": "load", "scenario": "prefill-8k-chunked", "events": events})
+    assert err["type"] == "error" and err["field"] == "scenario"
+    assert "not a run of 'prefill-8k-chunked': recorded chunk_size=2048, the scenario has chunk_size=4096" in (
+        err["message"]
+    )
+    err = _load(client, {"type": "load", "scenario": "ecc-bitflips", "events": events})
+    assert "recorded prompt_len=8192, decode_steps=8" in err["message"], err
+    ok = _load(client, {"type": "load", "scenario": "prefill-8k-chunked", "set": {"chunk_size": 2048},
+                        "events": events})
+    assert ok["type"] == "loaded" and ok["num_events"] == len(events)

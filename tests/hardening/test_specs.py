@@ -41,6 +41,8 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"compare": {"label": "x", "set": {"prompt_len": -5}}}, "compare.set", "prompt_len"),
     ({"compare": {"label": "x", "set": {"tour": []}}}, "compare.set", "tour"),
     ({"page_size": 1, "prompt_len": scn.MAX_PROMPT_LEN}, "(top level)", "KV pages"),
+    ({"gpu": "h100-sxm", "deployment": {"tp": 4}}, "(top level)", "weights need 109.5 GiB per GPU at tp=4"),
+    ({"deployment": {"tp": 8, "ep": 3}}, "deployment", "must divide tp"),
 ]
 IDS = [f"{next(iter(b[0]))}-{b[1]}" for b in BAD]
 

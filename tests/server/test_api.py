@@ -1,13 +1,19 @@
-"""REST routes, page, vendored Plotly and security headers."""
+"""REST routes, page, vendored Plotly, security headers; the exports of the run on screen."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from layerscope.cli import main
+from layerscope.protocol import MAX_REPLAY_BYTES
 from layerscope.server.app import create_app
+from layerscope.server.security import BodyLimit
+from layerscope.server.settings import Settings
 
 
 def test_healthz(client: TestClient) -> None:
@@ -114,3 +120,109 @@ def test_debug_sessions_counter(client: TestClient) -> None:
 
 def test_create_app_defaults_bind_loopback() -> None:
     assert create_app().state.settings.host == "127.0.0.1"
+
+
+# -- exports: the run on screen (real engine, shipped presets) ---------------------------------------------------
+@pytest.fixture(scope="module")
+def real() -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(max_sim_work=2000))) as c:
+        yield c
+
+
+APPLIED = {"scenario": "prefill-8k-chunked", "set": {"chunk_size": 2048, "gpu": "h200"}}
+
+
+def _attention_slices(trace: dict) -> int:
+    return sum(1 for e in trace["traceEvents"] if e["ph"] == "X" and e["name"] == "qwen3_prefill_flash_attn_chunked")
+
+
+def test_post_trace_is_the_preset_with_the_settings_applied(real: TestClient) -> None:
+    preset = real.get("/api/trace", params={"scenario": "prefill-8k-chunked"})  # the GET route: the preset as is
+    applied = real.post("/api/trace", json=APPLIED)
+    assert applied.status_code == 200, applied.text
+    disposition = 'attachment; filename="prefill-8k-chunked_gpu=h200_chunk_size=2048.trace.json"'
+    assert applied.headers["content-disposition"] == disposition
+    assert (_attention_slices(preset.json()), _attention_slices(applied.json())) == (2, 4)  # 8192 tokens / chunk
+    assert applied.json()["otherData"]["gpu"] == "h200" and preset.json()["otherData"]["gpu"] == "h100-sxm"
+    as_loaded = real.post("/api/trace", json={"type": "load", **APPLIED})  # the websocket message, posted as is
+    assert as_loaded.content == applied.content
+
+
+def test_post_report_names_the_overrides(real: TestClient) -> None:
+    r = real.post("/api/report", json=APPLIED)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert r.headers["content-disposition"].endswith('_gpu=h200_chunk_size=2048.report.html"')
+    assert "h200" in r.text and "2048" in r.text
+    same = real.post("/api/report", json={"scenario": "prefill-8k-chunked", "set": {"chunk_size": 4096}})
+    assert same.headers["content-disposition"] == 'attachment; filename="prefill-8k-chunked.report.html"'  # no-op set
+
+
+def test_post_events_is_the_cli_recording_byte_for_byte(real: TestClient, tmp_path: Path) -> None:
+    out = tmp_path / "e.jsonl"
+    assert main(["run", "prefill-8k-chunked", "--quiet", "--set", "chunk_size=2048", "--set", "gpu=h200",
+                 "--events", str(out)]) == 0
+    r = real.post("/api/events", json=APPLIED)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+    assert r.content == out.read_bytes()
+    head = json.loads(r.text.splitlines()[0])
+    assert head["kind"] == "run" and head["spec"]["chunk_size"] == 2048 and head["spec"]["gpu"] == "h200"
+
+
+def test_a_replayed_recording_exports_itself_without_simulating(real: TestClient) -> None:
+    recording = real.post("/api/events", json=APPLIED).text
+    events = [json.loads(line) for line in recording.splitlines()]
+    before = real.get("/api/debug/sessions").json()["simulations"]
+    again = real.post("/api/events", json={"events": events})
+    assert again.status_code == 200 and again.text == recording
+    assert again.headers["content-disposition"].endswith('_gpu=h200_chunk_size=2048.events.jsonl"')
+    trace = real.post("/api/trace", json={"events": events})
+    assert trace.json() == real.post("/api/trace", json=APPLIED).json()
+    assert real.get("/api/debug/sessions").json()["simulations"] == before  # replayed, never simulated
+    other = real.post("/api/trace", json={"scenario": "decode-pulses", "events": events})
+    assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["body", "scenario"]
+    assert "'prefill-8k-chunked'" in other.json()["detail"][0]["msg"] and "'decode-pulses'" in other.text
+
+
+@pytest.mark.parametrize(
+    ("body", "loc", "needle"),
+    [
+        ({}, ["body", "scenario"], "exactly one of"),
+        ({"scenario": "no-such-preset"}, ["body", "scenario"], "no-such-preset"),
+        ({"scenario": "prefill-8k-chunked", "set": {"chunk_size": 0}}, ["body", "set", "chunk_size"], "chunk_size"),
+        ({"scenario": "prefill-8k-chunked", "set": {"nope": 1}}, ["body", "set"], "nope"),
+        ({"scenario": "prefill-8k-chunked", "bogus": 1}, ["body", "bogus"], "Extra inputs"),
+        ({"spec": {"name": "x", "prompt_len": "long"}}, ["body", "spec", "prompt_len"], "prompt_len"),
+        ({"scenario": "prefill-8k-chunked", "set": {"decode_steps": 5000}}, ["body", "set", "decode_steps"], "at most"),
+        ({"events": [{"kind": "meteor", "t_us": 0}]}, ["body", "events", "0"], "events.0"),
+    ],
+)
+def test_bad_export_bodies_are_422_naming_the_field(real: TestClient, body: dict, loc: list[str], needle: str) -> None:
+    before = real.get("/api/debug/sessions").json()["simulations"]
+    for route in ("/api/trace", "/api/report", "/api/events"):
+        r = real.post(route, json=body)
+        assert r.status_code == 422, (route, r.text)
+        err = r.json()["detail"][0]
+        assert err["loc"][: len(loc)] == loc and needle in err["msg"], err
+    assert real.get("/api/debug/sessions").json()["simulations"] == before  # refused before any work
+
+
+def test_export_bodies_are_bounded(real: TestClient) -> None:
+    big = {"scenario": "decode-pulses", "set": {"title": "x" * 70_000}}
+    r = real.post("/api/trace", json=big)
+    assert r.status_code == 413 and "65536-byte limit" in r.json()["detail"]  # only a recording may be large
+    r = real.post("/api/trace", content=b"{}", headers={"content-length": str(MAX_REPLAY_BYTES + 1),
+                                                         "content-type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_body_limit_counts_a_body_without_a_length() -> None:
+    app = create_app(Settings())
+    app.user_middleware.clear()  # only the limit, with a tiny bound, around the real routes
+    limited = TestClient(BodyLimit(app, max_bytes=100))
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"scenario": "decode-pulses", '
+        yield b'"set": {"title": "' + b"x" * 200 + b'"}}'
+
+    assert limited.post("/api/trace", content=chunks()).status_code == 413
+    assert limited.post("/api/trace", content=b'{"scenario": 1}').status_code == 422  # small: parsed as usual

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from layerscope import scenario
-from layerscope.events import event_json
+from layerscope.export.events import jsonl_lines
 
 HELP = "simulate a scenario (preset name or YAML path) and write its events, trace and summary"
 
@@ -33,16 +36,35 @@ TABLE = (
     ("faults_detected", "faults detected", ""),
     ("crc_bad_banks", "banks failing CRC", ""),
     ("max_rel_error", "max numeric rel. error (scaled)", ""),
+    # serving runs (a workload): the figures `vllm bench serve` prints, whole-model times
+    ("completed", "successful requests", ""),
+    ("duration", "benchmark duration", "s"),
+    ("request_throughput", "request throughput", "req/s"),
+    ("output_throughput", "output token throughput", "tok/s"),
+    ("total_token_throughput", "total token throughput", "tok/s"),
+    ("mean_ttft_ms", "mean TTFT", "ms"),
+    ("p99_ttft_ms", "P99 TTFT", "ms"),
+    ("mean_tpot_ms", "mean TPOT", "ms"),
+    ("p99_tpot_ms", "P99 TPOT", "ms"),
+    ("mean_itl_ms", "mean ITL", "ms"),
+    ("p99_itl_ms", "P99 ITL", "ms"),
+    ("num_preemptions", "preemptions", ""),
+    ("prefix_cache_hit_rate", "prefix cache hit rate", ""),
 )
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="a preset name (see `layerscope scenarios`) or a path to a YAML file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
-    p.add_argument("--events", type=Path, metavar="OUT.jsonl", help="write every event as one JSON line")
-    p.add_argument("--trace", type=Path, metavar="OUT.json", help="write a Chrome/Perfetto trace")
-    p.add_argument("--summary", type=Path, metavar="OUT.json", help="write the summary figures as JSON")
+    p.add_argument(
+        "--events", type=Path, metavar="OUT.jsonl", help="write the spec, then each event, as JSON lines ('-': stdout)"
+    )
+    p.add_argument("--trace", type=Path, metavar="OUT.json", help="write a Chrome/Perfetto trace ('-': stdout)")
+    p.add_argument("--summary", type=Path, metavar="OUT.json", help="write the summary figures as JSON ('-': stdout)")
     p.add_argument("--quiet", action="store_true", help="print nothing but errors")
+
+
+STDOUT = Path("-")
 
 
 def load_spec(name: str, assignments: list[str]) -> scenario.ScenarioSpec:
@@ -54,22 +76,36 @@ def run(args: argparse.Namespace) -> int:
     from layerscope.export import trace
     from layerscope.runtime.engine import simulate  # late: keeps `layerscope --help` fast
 
+    outputs = [a for a in (args.events, args.trace, args.summary) if a is not None]
+    if outputs.count(STDOUT) > 1:
+        raise ValueError("only one of --events, --trace, --summary can be '-' (stdout)")
     spec = load_spec(args.scenario, args.set)
     bar = _ProgressBar(spec.name) if sys.stderr.isatty() and not args.quiet else None
     result = simulate(spec, progress=bar.update if bar else None)
     if bar:
         bar.close()
     if args.events:
-        with args.events.open("w") as f:
-            for e in result.events:
-                f.write(event_json(e) + "\n")
+        with _output(args.events) as f:
+            f.writelines(jsonl_lines(result))
     if args.trace:
-        args.trace.write_text(trace.to_json(result))
+        with _output(args.trace) as f:
+            f.write(trace.to_json(result))
     if args.summary:
-        args.summary.write_text(json.dumps(trace._finite(result.summary), indent=2, sort_keys=True) + "\n")
-    if not args.quiet:
-        print(format_summary(spec, result.summary, len(result.events)))
+        with _output(args.summary) as f:
+            f.write(json.dumps(trace._finite(result.summary), indent=2, sort_keys=True) + "\n")
+    if not args.quiet:  # the table goes to stderr when stdout carries a file
+        print(format_summary(spec, result.summary, len(result.events)), file=sys.stderr if STDOUT in outputs else None)
     return 0
+
+
+@contextmanager
+def _output(path: Path) -> Iterator[TextIO]:
+    """The file at `path`, or stdout for '-' (left open)."""
+    if path == STDOUT:
+        yield sys.stdout
+    else:
+        with path.open("w") as f:
+            yield f
 
 
 def format_summary(spec: scenario.ScenarioSpec, summary: dict, num_events: int) -> str:

@@ -1,19 +1,27 @@
-"""Sweep the prefill chunk size and print prefill throughput per size (timing only, decode skipped)."""
+"""`layerscope sweep`: a scenario over a grid of fields (--grid), or the prefill chunk size (--chunk-sizes)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
+from typing import Any
 
 from layerscope.commands.run import load_spec
 from layerscope.scenario import ScenarioSpec
 
-HELP = "prefill throughput (tokens/s) of a scenario for several chunk sizes"
+HELP = "sweep a scenario over a grid of fields (Pareto front of throughput per GPU vs TPOT), or over chunk sizes"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("scenario", help="a preset name or a path to a YAML file")
-    p.add_argument("--chunk-sizes", default="1024,2048,4096,8192", help="comma-separated chunk sizes in tokens")
+    p.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
+                   help="a field (dotted for nested ones, e.g. deployment.tp=4,8) and its values (repeatable)")
+    p.add_argument("--chunk-sizes", default=None, help="comma-separated prefill chunk sizes (the prefill-only sweep)")
+    p.add_argument("--jobs", type=int, default=1, help="local processes running grid points")
+    p.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run grid points on a Ray cluster ('local' starts one here); pip install 'layerscope[ray]'")
+    p.add_argument("--html", default=None, metavar="FILE", help="write the Pareto plot as a Plotly HTML page")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
@@ -44,7 +52,67 @@ def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int]]:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.scenario, args.set)
-    rows = sweep(spec, parse_sizes(args.chunk_sizes))
+    if args.grid:
+        if args.chunk_sizes:
+            raise ValueError("give --grid or --chunk-sizes, not both (chunk_size=... can be a --grid field)")
+        return _grid(args, spec)
+    return _chunks(args, spec)
+
+
+def _grid(args: argparse.Namespace, spec: ScenarioSpec) -> int:
+    from layerscope.sweep import parse_grid, run_grid
+
+    result = run_grid(spec, parse_grid(args.grid), jobs=args.jobs, ray_address=args.ray)
+    if args.html:
+        write_html(result, Path(args.html))
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    keys = list(result["grid"])
+    print(f"{spec.name}: {len(result['points'])} points; * = Pareto front of output throughput per GPU vs median TPOT")
+    head = "".join(f"{k:>28s}" for k in keys)
+    print(f"{head} {'tok/s/GPU':>11s} {'TPOT p50 ms':>12s} {'TTFT p50 ms':>12s}")
+    for p in result["points"]:
+        cells = "".join(f"{_text(p['set'][k]):>28s}" for k in keys)
+        if "error" in p:
+            print(f"{cells}  refused: {p['error']}")
+            continue
+        ttft = p["summary"].get("median_ttft_ms")
+        print(f"{cells} {_num(p['output_throughput_per_gpu']):>11s} {_num(p['median_tpot_ms']):>12s} "
+              f"{_num(ttft):>12s}{' *' if p['pareto'] else ''}")
+    return 0
+
+
+def _text(v: Any) -> str:
+    return json.dumps(v) if not isinstance(v, str) else v
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{float(v):,.2f}"
+
+
+def write_html(result: dict[str, Any], path: Path) -> None:
+    """Throughput per GPU against median TPOT, the Pareto front joined by a line (plotly, self-contained)."""
+    import plotly.graph_objects as go
+
+    pts = [p for p in result["points"] if p["output_throughput_per_gpu"] is not None and p["median_tpot_ms"]]
+    label = [", ".join(f"{k}={_text(v)}" for k, v in p["set"].items()) for p in pts]
+    front = sorted((p for p in pts if p["pareto"]), key=lambda p: p["median_tpot_ms"])
+    fig = go.Figure()
+    fig.add_scatter(x=[p["median_tpot_ms"] for p in pts], y=[p["output_throughput_per_gpu"] for p in pts],
+                    mode="markers", text=label, name="grid points", hovertemplate="%{text}<br>TPOT %{x:.2f} ms"
+                    "<br>%{y:.1f} tok/s per GPU<extra></extra>",
+                    marker={"size": 10, "symbol": ["star" if p["pareto"] else "circle" for p in pts]})
+    fig.add_scatter(x=[p["median_tpot_ms"] for p in front], y=[p["output_throughput_per_gpu"] for p in front],
+                    mode="lines", name="Pareto front", line={"dash": "dot"})
+    fig.update_layout(title=f"{result['scenario']}: output throughput per GPU vs median TPOT (simulated at full "
+                      "size)", xaxis_title="median TPOT (ms, whole model)", yaxis_title="output tokens/s per GPU",
+                      template="plotly_white")
+    path.write_text(fig.to_html(include_plotlyjs=True, full_html=True))
+
+
+def _chunks(args: argparse.Namespace, spec: ScenarioSpec) -> int:
+    rows = sweep(spec, parse_sizes(args.chunk_sizes or "1024,2048,4096,8192"))
     best = max(rows, key=lambda r: r["tokens_per_s"])
     if args.json:
         print(json.dumps({"scenario": spec.name, "prompt_len": spec.prompt_len,

@@ -8,8 +8,7 @@ import json
 from layerscope import scenario
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
-from layerscope.model.config import preset
-from layerscope.runtime.plan import get_runtime
+from layerscope.runtime.sharded import deployed
 
 HELP = "per phase: the layer's kernels in order, precision, memory access pattern and bound"
 
@@ -21,15 +20,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec = scenario.load(args.scenario)
-    model = preset(spec.model)
-    plan = get_runtime(spec.runtime)
+    plan, model = deployed(spec)  # with a deployment: one GPU's shard and its collectives
     cost = CostModel(gpu(spec.gpu))
     chunk = min(spec.chunk_size, spec.prompt_len)
     topo = plan.topology(model, cost, prefill_tokens=chunk, decode_context=spec.prompt_len)
     if args.json:
         print(json.dumps(topo.model_dump(), indent=2))
         return 0
-    print(f"{spec.name}: {model.name} on {spec.gpu}, runtime {plan.name}")
+    dep = spec.deployment
+    where = f"{dep.tp} x {spec.gpu} (tp {dep.tp}, ep {dep.ep}; one GPU's shard)" if dep is not None else spec.gpu
+    print(f"{spec.name}: {model.name} on {where}, runtime {plan.name}")
     for phase, pt, what in (
         ("prefill", topo.prefill, f"one {chunk}-token chunk"),
         ("decode", topo.decode, f"one step at context {spec.prompt_len}"),

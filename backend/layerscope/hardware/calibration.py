@@ -1,9 +1,9 @@
 """Fit the cost model's few constants to measured kernel timings and report how well it predicts.
 
 Data: hardware/data/*.csv.gz, shipped in the package (Vidur's public profiles of Llama-2-7B's linear-layer ops
-on A100 and H100; provenance and licence in data/README.md), or $LAYERSCOPE_CALIBRATION_DIR. Each row gives, for one (num_tokens, TP),
-the median time of input_layernorm, attn_pre_proj (fused QKV GEMM), attn_rope, attn_post_proj (o_proj),
-post_attention_layernorm, mlp_up_proj (fused gate+up GEMM), mlp_act, mlp_down_proj and add.
+on A100 and H100; provenance and licence in data/README.md), or $LAYERSCOPE_CALIBRATION_DIR. Each row gives,
+for one (num_tokens, TP), the median time of input_layernorm, attn_pre_proj (fused QKV GEMM), attn_rope,
+attn_post_proj (o_proj), post_attention_layernorm, mlp_up_proj (fused gate+up GEMM), mlp_act, mlp_down_proj and add.
 `emb` is skipped (a gather whose timing is dominated by the lookup pattern, not by the layer).
 
 Fit: least squares on log(predicted / measured), a deterministic coordinate search over the

@@ -11,6 +11,14 @@ from dataclasses import dataclass
 TB = 1e12
 GB = 1e9
 MiB = 1024**2
+GiB = 1024**3
+
+# device_bytes: the total torch.cuda.mem_get_info() reports, which vLLM logs as total_gpu_memory. H100 SXM 80GB:
+# 79.22 GiB (vLLM PR #10511's memory-profiling log). For the others no such log was at hand: nvidia-smi's totals
+# (A100 80GB 81920 MiB, H200 143771 MiB, B200 183359 MiB) less the 0.43 GiB the H100 shows between nvidia-smi
+# (81559 MiB) and torch: an estimate, labelled as such.
+# nvlink_bw: NVLink per GPU per direction (half the datasheets' bidirectional figures): A100 NVLink 3 600 GB/s,
+# H100/H200 NVLink 4 900 GB/s, B200 NVLink 5 1.8 TB/s.
 
 
 @dataclass(frozen=True)
@@ -24,6 +32,14 @@ class GPU:
     l2_bytes: float
     sms: int
     l2_bw_factor: float = 3.0  # L2 bandwidth / HBM bandwidth; an assumption (microbenchmarks show ~2.5-4x)
+    arch: str = "hopper"  # ampere | hopper | blackwell: which published attention kernel figures apply (cost.py)
+    device_bytes: float = 0.0  # what the device reports (torch.cuda.mem_get_info total): vLLM's "total_gpu_memory"
+    nvlink_bw: float = 0.0  # NVLink bandwidth per GPU per direction, bytes/s (0 = none)
+
+    @property
+    def memory_bytes(self) -> float:
+        """The capacity vLLM's gpu_memory_utilization is a fraction of."""
+        return self.device_bytes or self.hbm_bytes
 
     def peak_flops(self, dtype: str) -> float:
         """Tensor peak for a GEMM in `dtype`; int2/int4 weights are dequantized to bf16 before the MMA."""
@@ -51,6 +67,9 @@ A100_80G_SXM = GPU(
     hbm_bytes=80 * GB,
     l2_bytes=40 * MiB,
     sms=108,
+    device_bytes=81920 * MiB - 0.43 * GiB,
+    nvlink_bw=300 * GB,
+    arch="ampere",
 )
 
 # H100 SXM5 80GB. NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 1,979 TFLOPS and FP8 3,958 TFLOPS
@@ -65,6 +84,9 @@ H100_SXM = GPU(
     hbm_bytes=80 * GB,
     l2_bytes=50 * MiB,
     sms=132,
+    device_bytes=79.22 * GiB,
+    nvlink_bw=450 * GB,
+    arch="hopper",
 )
 
 # H200 SXM 141GB. NVIDIA H200 Tensor Core GPU datasheet (2024): same compute as H100 SXM (BF16 1,979 /
@@ -79,6 +101,9 @@ H200 = GPU(
     hbm_bytes=141 * GB,
     l2_bytes=50 * MiB,
     sms=132,
+    device_bytes=143771 * MiB - 0.43 * GiB,
+    nvlink_bw=450 * GB,
+    arch="hopper",
 )
 
 # B200 (HGX B200, 1,000 W). NVIDIA HGX B200 datasheet / Blackwell architecture technical brief (2024):
@@ -96,6 +121,9 @@ B200 = GPU(
     hbm_bytes=180 * GB,
     l2_bytes=126 * MiB,
     sms=148,
+    device_bytes=183359 * MiB - 0.43 * GiB,
+    nvlink_bw=900 * GB,
+    arch="blackwell",
 )
 
 GPUS: dict[str, GPU] = {g.name: g for g in (A100_80G_SXM, H100_SXM, H200, B200)}

@@ -51,6 +51,7 @@ class ModelConfig:
     embedding_dtype: Dtype = "bf16"
     quant_group_size: int = 0  # >0 for group-quantized weights (article: int2)
     rope_type: str = "default"  # from rope_scaling / rope_parameters; the numpy layer runs only "default"
+    max_position_embeddings: int = 40960  # vLLM's default max_model_len (Qwen3-235B-A22B and 30B-A3B: 40960)
 
     # -- shapes ---------------------------------------------------------------------------
     @property
@@ -325,6 +326,7 @@ def from_hf(config: dict[str, Any] | str | Path, name: str | None = None) -> Mod
         norm_topk_prob=bool(config.get("norm_topk_prob", False)),
         rope_theta=rope_theta,
         rope_type=rope_type,
+        max_position_embeddings=int(config.get("max_position_embeddings") or 40960),
         rms_norm_eps=float(config.get("rms_norm_eps", 1e-6)),
         qk_norm=model_type in ("qwen3", "qwen3_moe"),
         attention_bias=bool(config.get("attention_bias", model_type == "qwen2")),

@@ -32,7 +32,6 @@ from layerscope.events import (
     DecodeStepEvent,
     ExpertsEvent,
     FaultEvent,
-    KernelEvent,
     MemoryEvent,
     NumericsEvent,
     PageAllocEvent,
@@ -48,14 +47,17 @@ from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
+from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, scenario_placement
 from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
 from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
-from layerscope.runtime.plan import ACT_BYTES, get_runtime
+from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.shadow import NumericShadow, ShadowResult
+from layerscope.runtime.sharded import deployed, step_extras
 from layerscope.runtime.summary import summarize
+from layerscope.runtime.timing import COPY, Timing
 from layerscope.scenario import ActionSpec, ScenarioSpec
 
 # Host link for re-fetching evicted pages: PCIe Gen5 x16 moves ~50 GB/s in practice (64 GB/s raw).
@@ -63,7 +65,6 @@ HOST_LINK_BW = 50e9
 # A stale address-map entry: the kernel finds the wrong chunk epoch on the page, re-walks the page table and
 # re-reads the page, serialized (assumed one HBM round trip plus a page-table walk, ~1 us).
 STALE_RETRY_US = 1.0
-COPY = "copy"
 
 
 @dataclass
@@ -77,11 +78,23 @@ class SimResult:
 
 def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
     with single_threaded_blas():  # every matmul here is small (scaled layer, router): threads cost more than they save
-        result = _Engine(spec, progress).run()
+        result = _run(spec, progress)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
-            result.compare = _Engine(other, None).run()
+            result.compare = _run(other, None)
     return result
+
+
+def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None) -> SimResult:
+    """A workload goes through the serving engine; the one-request shorthand through the single-request loop."""
+    if spec.workload is None:
+        return _Engine(spec, progress).run()
+    from layerscope.runtime.serving import ServingEngine
+
+    events, summary = ServingEngine(spec, progress).run()
+    plan, model = deployed(spec)
+    topology = plan.topology(model, CostModel(gpu_preset(spec.gpu)))
+    return SimResult(spec=spec, events=events, topology=topology, summary=summary)
 
 
 @dataclass
@@ -119,13 +132,15 @@ class _Engine:
     def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None) -> None:
         self.spec = spec
         self.progress = progress
-        self.model = PRESETS[spec.model]
         self.gpu = gpu_preset(spec.gpu)
         self.cost_model = CostModel(self.gpu)
-        self.plan = get_runtime(spec.runtime)
+        # With a deployment the engine simulates one GPU of the group: its shard, its collectives, its KV pool.
+        self.full_model = PRESETS[spec.model]
+        self.placement = scenario_placement(spec)
+        self.plan, self.model = deployed(spec)
         self.rng = np.random.default_rng(spec.seed)
         self.page_size = spec.effective_page_size
-        self.free_start = spec.free_hbm_gib * GIB
+        self.free_start = kv_pool_bytes(spec, self.placement)
         self.kv = KVManager(
             self.model,
             self.page_size,
@@ -144,7 +159,6 @@ class _Engine:
         self.events: list[Any] = []
         self.stats = _Stats()
         self.t = 0.0
-        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
         self.stale: dict[int, int] = {}  # decode address map corruption: logical -> logical whose slot it reads
         self._chunk_pages: list[range] = []  # full-size logical pages each prefill chunk wrote
         self._in_flight: set[int] = set()  # pages of the chunk between its KV write and its barrier
@@ -152,7 +166,7 @@ class _Engine:
         self.hint_pending = False
         self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
         self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
-        self._streams: dict[str, float] = {}  # stream -> time it is free
+        self.timing = Timing(self.cost_model, self._emit)
         self._embedding_hit_rate = embedding_hit_rate(self.model, self.gpu.l2_bytes)
         self._version = 0  # bumps whenever a block table changes
         self._work_total = max(1, -(-spec.prompt_len // max(16, spec.low_mem_chunk_size)) + spec.decode_steps)
@@ -161,6 +175,8 @@ class _Engine:
     # == the loop ===============================================================================
     def run(self) -> SimResult:
         spec = self.spec
+        if self.placement is not None:
+            self._emit(deployment_event(spec, self.placement))
         self._emit(PhaseEvent(t_us=0.0, phase="prefill", detail=f"{spec.prompt_len} tokens, {spec.runtime} runtime"))
         self._setup_pool()
         self._prefill()
@@ -245,7 +261,7 @@ class _Engine:
         self._allocate(need, "prefill", chunk=c)
         stolen = self.faults.stolen_bandwidth("prefill", c, self.rng)
         ws = self._workspace(d.num_tokens)
-        scale = (1.0 - stolen) * path_bw_scale(self.spec.memory_path_contention, ws, self.gpu.l2_bytes)
+        scale = 1.0 - stolen  # memory_path_contention slows host-path traffic only (_refetch), not HBM
         kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
         self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
         end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
@@ -343,13 +359,16 @@ class _Engine:
             row_hit = i > 0 and self.rng.random() < self._embedding_hit_rate  # this token's row is L2-resident?
             env = _env_for(reader, CostEnv(1.0 - stolen, i > 0), CostEnv(1.0 - stolen, i > 0, extra_bytes, extra_us),
                            CostEnv(1.0 - stolen, row_hit))
-            self.t = max(self.t, self._stream_free(COPY))
+            self.t = max(self.t, self.timing.stream_free(COPY))
             start = self.t
             stage_us: dict[str, float] = {}
             end = self._launch(switch + kernels, "decode", env, step=i, stages=stage_us)
             switch_us = stage_us.pop("switch_over", 0.0)
             layer_us = end - start
-            model_us = (layer_us - switch_us) * self.model.num_hidden_layers + switch_us + once_us
+            # whole-model kernels (embedding lookup, switch-over) are paid once per step, the rest once per layer
+            model_scope_us = sum(self._cost(k, env(k)).time_us for k in switch + kernels if k.scope == "model")
+            model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + once_us
+            model_us += self._outside_layers_us(1, 1)
             median = running[len(running) // 2] if running else model_us
             jitter = abs(model_us - median)
             if i > 0:  # step 0 carries the switch-over: a known outlier, kept out of the median
@@ -368,6 +387,14 @@ class _Engine:
             if r is not None:
                 self._numerics(r, "decode", step=i)
             self._tick()
+
+    def _outside_layers_us(self, tokens: int, seqs: int) -> float:
+        """What a step pays once outside the layers (embedding, lm_head, sampling, host time): deployments only,
+        so scenarios without one keep their figures."""
+        if self.spec.deployment is None:
+            return 0.0
+        extras = step_extras(self.full_model, self.model, self.spec.deployment, self.gpu, tokens, seqs)
+        return sum(self._cost(k, CostEnv()).time_us for k in extras.kernels) + extras.host_us
 
     def _record_step(self, i: int, layer_us: float, model_us: float, jitter: float, over: bool, switch_us: float,
                      breaks: int, refetched: int) -> None:
@@ -426,14 +453,12 @@ class _Engine:
 
     def _migration_cost(self) -> KernelCost:
         k = Kernel("kv_page_migrate", "kv_migrate", "memory", 0.0, 2 * self.kv.page_bytes, stream=COPY,
-                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)")
+                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)", scope="model")
         return self._cost(k, CostEnv())
 
     def _emit_migration(self, m: Migration) -> None:
         c = self._migration_cost()
-        start = max(self.t, self._stream_free(COPY))
-        self._kernel_event(c, "decode" if m.reason == "make_room" else "idle", start, None, None)
-        self._streams[COPY] = start + c.time_us
+        start = self.timing.copy(c, self.t, "decode" if m.reason == "make_room" else "idle")
         self.kv.moved(m.from_bank, m.from_slot, m.to_bank, m.to_slot)
         self.stats.migrations += 1
         self.stats.migrated_bytes += 2 * self.kv.page_bytes
@@ -461,11 +486,11 @@ class _Engine:
         if not evicted:
             return 0, 0.0
         k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
-                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory")
-        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW / self.gpu.hbm_bw))
-        start = max(self.t, self._stream_free(COPY))
-        self._kernel_event(c, "decode", start, None, step)
-        self._streams[COPY] = start + c.time_us
+                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory",
+                   scope="model")
+        path = path_bw_scale(self.spec.memory_path_contention)
+        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW * path / self.gpu.hbm_bw))
+        start = self.timing.copy(c, self.t, "decode", step)
         restored: list[tuple[int, int, int]] = []
         for p in evicted:
             where = self.kv.allocator.restore(SEQ, p)
@@ -528,7 +553,7 @@ class _Engine:
         for m in alloc.compact(order[0], need):
             self._emit_migration(m)
         self._version += 1
-        self.t = max(self.t, self._stream_free(COPY))
+        self.t = max(self.t, self.timing.stream_free(COPY))
         if self.hint_pending:
             self._reserve_hint()
         self._snapshot(activation=0.0, banks=True)
@@ -691,48 +716,16 @@ class _Engine:
                                 assumed="balanced"))
 
     # == time and memory ============================================================================
-    def _stream_free(self, stream: str) -> float:
-        return self._streams.get(stream, 0.0)
-
     def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
-        key = (k, env)
-        c = self._costs.get(key)
-        if c is None:
-            c = self._costs[key] = self.cost_model.cost(k, env)
-        return c
+        return self.timing.cost(k, env)
 
     def _launch(self, kernels: list[Kernel], phase: str, env: Callable[[Kernel], CostEnv],
                 chunk: int | None = None, step: int | None = None, stages: dict[str, float] | None = None) -> float:
-        """Lay kernels end to end (a copy-stream kernel runs beside the compute it follows); returns the end."""
-        dep = self.t  # end of the last non-copy kernel: the data dependency
-        end = self.t
         costs = self.stats.prefill_costs if phase == "prefill" else self.stats.decode_costs
-        for k in kernels:
-            c = self._cost(k, env(k))
-            start = max(dep, self._stream_free(k.stream))
-            self._kernel_event(c, phase, start, chunk, step)
-            finish = start + c.time_us
-            self._streams[k.stream] = finish
-            if k.stream != COPY:
-                dep = finish
-            end = max(end, finish)
-            costs.append(c)
-            if stages is not None:
-                stages[k.stage] = stages.get(k.stage, 0.0) + c.time_us
-        return end
-
-    def _kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
-        k = c.kernel
-        self._emit(KernelEvent.model_validate(dict(
-            t_us=start, kind="kernel", name=k.name, stage=k.stage, stage_kind=k.kind, phase=phase,
-            stream=k.stream, start_us=start, dur_us=c.time_us, flops=k.flops, bytes=k.bytes, bound=c.bound,
-            hbm_util=c.hbm_util, l2_hit=c.l2_hit, chunk=chunk, step=step, shapes=k.shapes)))
+        return self.timing.launch(kernels, self.t, phase, env, chunk, step, stages, costs)
 
     def _workspace(self, tokens: int) -> float:
-        """One layer's transient activations for `tokens` tokens, bf16 (x, q, k, v, attention out, MLP)."""
-        m = self.model
-        mlp = 3 * m.num_experts_per_tok * m.moe_intermediate_size if m.is_moe else 3 * m.intermediate_size
-        return tokens * ACT_BYTES * (2 * m.hidden_size + m.q_dim + 2 * m.kv_dim + mlp)
+        return workspace_bytes(self.model, tokens)
 
     def _free_bytes(self) -> float:
         return self.free_start - self.kv.used_pages * self.kv.page_bytes
@@ -740,7 +733,7 @@ class _Engine:
     def _snapshot(self, activation: float, banks: bool, at: float | None = None) -> None:
         t = self.t if at is None else at
         kv, pool = self.kv, self.kv.pool
-        total = self.gpu.hbm_bytes
+        total = self.placement.capacity_bytes if self.placement is not None else self.gpu.hbm_bytes
         used = total - self.free_start + kv.used_pages * kv.page_bytes + activation
         self.stats.peak_used_bytes = max(self.stats.peak_used_bytes, used)
         if banks or self._run_cache[0] != self._version:

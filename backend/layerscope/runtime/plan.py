@@ -6,6 +6,9 @@ schedules them. One small base class, one file per runtime (Vidur style):
 
     RuntimePlan.prefill_chunk(model, tokens, context_before) -> [Kernel]   one chunk of a prompt
     RuntimePlan.decode_step(model, context_len, batch)        -> [Kernel]   one new token per sequence
+    RuntimePlan.step_kernels(model, batch)                    -> [Kernel]   one engine step of many sequences,
+                                                          batch = [(num_new_tokens, num_context_tokens)] per sequence
+    RuntimePlan.outside_layer_kernels(model, batch)           -> [Kernel]   paid once per model step, not per layer
     RuntimePlan.switch_over(model)                            -> [Kernel]   fixed costs of the first decode step
     RuntimePlan.topology(model)                               -> Topology   stages and edges per phase
 
@@ -26,6 +29,13 @@ from layerscope.runtime.kernels import Kernel
 ACT_BYTES = 2.0  # activations travel in bf16 between kernels
 TOPOLOGY_PREFILL_TOKENS = 4096  # the chunk the topology's edge bytes describe
 TOPOLOGY_DECODE_CONTEXT = 8192
+
+
+def workspace_bytes(model: ModelConfig, tokens: int) -> float:
+    """One layer's transient activations for `tokens` tokens, bf16 (x, q, k, v, attention out, MLP)."""
+    m = model
+    mlp = 3 * m.num_experts_per_tok * m.moe_intermediate_size if m.is_moe else 3 * m.intermediate_size
+    return tokens * ACT_BYTES * (2 * m.hidden_size + m.q_dim + 2 * m.kv_dim + mlp)
 
 
 def weight_bytes(params: float, dtype: str, group: int = 0) -> float:
@@ -76,6 +86,16 @@ class RuntimePlan:
 
     def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
         raise NotImplementedError
+
+    def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        """One layer's kernels for a mixed step; each entry is (num_new_tokens, num_context_tokens) of one sequence.
+        One sequence alone gives exactly prefill_chunk (new > 1) or decode_step (new == 1)."""
+        raise NotImplementedError
+
+    def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
+        """What a model step runs outside its decoder layers (embedding, final norm, lm_head, sampling, host
+        time): priced once per step. Empty until the deployment work fills it in."""
+        return []
 
     def switch_over(self, model: ModelConfig) -> list[Kernel]:
         return []
@@ -152,6 +172,14 @@ STAGE_INFO: dict[str, tuple[str, str]] = {
     "chunk_scheduler": ("chunk scheduler", "page-table remap"),
     "ffn": ("SwiGLU FFN", "streamed quantized weights"),
     "switch_over": ("decode switch-over", "fixed costs"),
+    "attn_all_reduce": ("all-reduce (attention out)", "NVLink, tensor parallel"),
+    "moe_all_reduce": ("all-reduce (MoE out)", "NVLink, tensor/expert parallel"),
+    "mlp_all_reduce": ("all-reduce (MLP out)", "NVLink, tensor parallel"),
+    "embedding_all_reduce": ("all-reduce (embedding)", "NVLink, vocab parallel"),
+    "final_norm": ("final RMSNorm", "row-wise stream"),
+    "lm_head": ("lm_head (vocab slice)", "streamed weights"),
+    "logits_all_gather": ("all-gather (logits)", "NVLink, vocab parallel"),
+    "sampling": ("sampling", "row-wise over the vocabulary"),
 }
 
 

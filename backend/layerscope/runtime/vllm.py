@@ -28,7 +28,7 @@ from layerscope.hardware.cost import (
     flash_prefill_bytes,
 )
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import Kernel
+from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 GEMM_NAMES = {
@@ -42,6 +42,9 @@ class VllmRuntime(RuntimePlan):
     name = "vllm"
     default_page_size = 16
 
+    def __init__(self) -> None:
+        self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
+
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
         attn = self._prefill_attention(model, tokens, context_before)
@@ -52,8 +55,43 @@ class VllmRuntime(RuntimePlan):
         attn = self._decode_attention(model, context_len, batch)
         return self._layer(model, batch, attn, dtype)
 
+    def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        """GEMMs over every token of the step; attention per sequence, merged into one varlen launch per kind
+        (prefill chunks attend to their cached context, decodes read their whole KV); MoE over the distinct
+        experts all the step's tokens touch."""
+        if not batch:
+            raise ValueError("a step needs at least one sequence")
+        prefills: list[tuple[int, int]] = []
+        num_decodes = decode_ctx = tokens = 0
+        for n, ctx in batch:
+            if n < 1 or ctx < 0:
+                _check(n, ctx)
+            tokens += n
+            if n > 1:
+                prefills.append((n, ctx))
+            else:
+                num_decodes += 1
+                decode_ctx += ctx + 1  # a decode reads its context and its own new token
+        attn: list[Kernel] = []
+        if len(prefills) == 1:
+            attn += self._prefill_attention(model, *prefills[0])
+        elif prefills:
+            attn.append(self._varlen_prefill_attention(model, prefills))
+        if num_decodes:
+            attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx)
+        return self._layer(model, tokens, attn, dtype)
+
     # -- the layer, around its attention -------------------------------------------------------------------------
     def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str) -> list[Kernel]:
+        """The layer's kernels around `attention`; the rest depends only on (model, tokens, dtype), so a serving
+        run's thousands of steps share it (Kernels are frozen)."""
+        key = (m, t, dtype)
+        parts = self._parts.get(key)
+        if parts is None:
+            parts = self._parts[key] = self._layer_parts(m, t, dtype)
+        return [*parts[0], *attention, *parts[1]]
+
+    def _layer_parts(self, m: ModelConfig, t: int, dtype: str) -> tuple[list[Kernel], list[Kernel]]:
         w = _weight_dtype(m, dtype)
         h = m.hidden_size
         ks = [
@@ -61,12 +99,13 @@ class VllmRuntime(RuntimePlan):
             gemm_kernel(GEMM_NAMES[_gemm_key(w)], "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h, w),
             self._qk_norm_rope(m, t),
             self._kv_write(m, t),
-            *attention,
+        ]
+        after = [
             gemm_kernel(GEMM_NAMES[_gemm_key(w)], "o_proj", t, h, m.q_dim, w),
             _norm("fused_add_rms_norm_kernel", "post_norm", t, h, fused_add=True),
         ]
-        ks += self._moe(m, t, w) if m.is_moe else self._mlp(m, t, w)
-        ks.append(
+        after += self._moe(m, t, w) if m.is_moe else self._mlp(m, t, w)
+        after.append(
             Kernel(
                 "vectorized_elementwise_kernel<add>",
                 "residual_add",
@@ -76,7 +115,7 @@ class VllmRuntime(RuntimePlan):
                 shapes=f"[{t},{h}] + [{t},{h}]",
             )
         )
-        return ks
+        return ks, after
 
     def _qk_norm_rope(self, m: ModelConfig, t: int) -> Kernel:
         heads = m.num_attention_heads + m.num_key_value_heads
@@ -114,12 +153,31 @@ class VllmRuntime(RuntimePlan):
                 byts,
                 shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{ctx + t},{m.num_key_value_heads}]"
                 " causal, varlen",
+                attn=AttentionShape(t, ctx, m.head_dim, causal=True),
             )
         ]
 
-    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int) -> list[Kernel]:
-        flops = 4.0 * batch * m.num_attention_heads * m.head_dim * ctx
-        byts = decode_attention_bytes(batch, ctx, m.q_dim, m.kv_dim, DTYPE_BYTES[m.kv_dtype])
+    def _varlen_prefill_attention(self, m: ModelConfig, seqs: list[tuple[int, int]]) -> Kernel:
+        kv_b = DTYPE_BYTES[m.kv_dtype]
+        flops = sum(attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True) for t, ctx in seqs)
+        byts = sum(flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b) for t, ctx in seqs)
+        t = sum(n for n, _ in seqs)
+        return Kernel(
+            "flash_fwd_kernel",
+            "attention",
+            "attention",
+            flops,
+            byts,
+            shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] over {len(seqs)} sequences, causal, varlen",
+        )
+
+    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None) -> list[Kernel]:
+        """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx)."""
+        total = batch * ctx if total_ctx is None else total_ctx
+        flops = 4.0 * m.num_attention_heads * m.head_dim * total
+        byts = decode_attention_bytes(1, total, m.q_dim, m.kv_dim, DTYPE_BYTES[m.kv_dtype]) + (batch - 1) * (
+            2 * m.q_dim * 2.0
+        )
         return [
             Kernel(
                 "flash_fwd_splitkv_kernel",
@@ -128,6 +186,7 @@ class VllmRuntime(RuntimePlan):
                 flops,
                 byts,
                 shapes=f"q[{batch},{m.num_attention_heads},{m.head_dim}] x paged kv[{ctx}] per sequence",
+                attn=AttentionShape(1, ctx - 1, m.head_dim, causal=True),
             )
         ]
 

@@ -1,18 +1,22 @@
-"""REST routes: scenarios, schemas, Perfetto trace download, health, and a debug counter for tests."""
+"""REST routes: scenarios, schemas, exports of the run on screen (trace, report, events), health, a debug counter."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from layerscope import scenario as scn
+from layerscope.protocol import MAX_MESSAGE_BYTES, ExportRequest
 from layerscope.schemas import all_schemas
+from layerscope.server.load import CommandError, SimulationFailed, load_run
 
 router = APIRouter()
 NamePath = Annotated[str, Path(pattern=scn.NAME_RE.pattern, description="preset name (see /api/scenarios)")]
@@ -60,26 +64,78 @@ def get_schema(which: Literal["scenario", "events", "messages", "all"] = "scenar
 
 @router.get("/api/trace", tags=["export"], response_class=Response)
 async def get_trace(request: Request, scenario: NameQuery) -> Response:
-    """The run as a Perfetto / chrome://tracing JSON file."""
-    return await _download(request, scenario, _trace_json, "application/json", "trace.json")
+    """A preset's run, as it is, as a Perfetto / chrome://tracing JSON file (POST: the run on screen)."""
+    return await _export(request, ExportRequest(scenario=_preset(scenario).name), "trace")
 
 
 @router.get("/api/report", tags=["export"], response_class=Response)
 async def get_report(request: Request, scenario: NameQuery) -> Response:
-    """The offline HTML report of a preset (Plotly embedded: opens with no network), as a download."""
-    return await _download(request, scenario, _report_html, "text/html", "report.html")
+    """A preset's offline HTML report (Plotly embedded: opens with no network) (POST: the run on screen)."""
+    return await _export(request, ExportRequest(scenario=_preset(scenario).name), "report")
 
 
-async def _download(
-    request: Request, scenario: str, export: Callable[[Any], str], media_type: str, suffix: str
-) -> Response:
-    """A preset's (cached) run exported off the event loop, as an attachment named after the preset."""
-    spec = _preset(scenario)
-    run = await request.app.state.runs.get(spec)
-    body = await run_in_threadpool(export, run.result)
-    return Response(
-        body, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{spec.name}.{suffix}"'}
-    )
+@router.post("/api/trace", tags=["export"], response_class=Response)
+async def post_trace(request: Request, body: ExportRequest) -> Response:
+    """The run a `load` message with this body shows, as a Perfetto / chrome://tracing JSON file."""
+    return await _export(request, body, "trace")
+
+
+@router.post("/api/report", tags=["export"], response_class=Response)
+async def post_report(request: Request, body: ExportRequest) -> Response:
+    """The run a `load` message with this body shows, as the offline HTML report."""
+    return await _export(request, body, "report")
+
+
+@router.post("/api/events", tags=["export"], response_class=Response)
+async def post_events(request: Request, body: ExportRequest) -> Response:
+    """The run a `load` message with this body shows, as JSON lines: its `run` spec, then every event (what
+    `layerscope run --events` writes; the dashboard replays it)."""
+    return await _export(request, body, "events")
+
+
+async def _export(request: Request, body: ExportRequest, what: str) -> Response:
+    """The run a `load` of `body` plays (same cache, same work limit, same checks), exported off the event loop,
+    as an attachment named after the scenario and what differs from its preset."""
+    size = len(await request.body())
+    if size > MAX_MESSAGE_BYTES and body.events is None:  # only a recording may be large, as on the websocket
+        raise HTTPException(413, f"body of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit without 'events'")
+    try:
+        run = await load_run(request.app.state.runs, request.app.state.settings, body)
+    except SimulationFailed as e:
+        raise HTTPException(500, str(e)) from None
+    except CommandError as e:
+        loc = ["body", *(e.field.split(".") if e.field else [])]
+        raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": str(e), "input": None}]) from None
+    export, media_type, suffix = EXPORTS[what]
+    text = await run_in_threadpool(export, run.result)
+    disposition = f'attachment; filename="{export_name(run.spec)}.{suffix}"'
+    return Response(text, media_type=media_type, headers={"Content-Disposition": disposition})
+
+
+def export_name(spec: scn.ScenarioSpec) -> str:
+    """`decode-pulses_gpu=h200_chunk_size=2048`: the scenario, then each setting that differs from its preset."""
+    try:
+        preset = scn.load_preset(spec.name).model_dump(mode="json") if spec.name in scn.preset_names() else {}
+    except scn.ScenarioError:
+        preset = {}
+    mine = spec.model_dump(mode="json", exclude={"name", "title", "description", "tour"})
+    parts = [spec.name] + [f"{k}={_short(v)}" for k, v in mine.items() if preset and preset.get(k) != v]
+    return _UNSAFE.sub("-", "_".join(parts))[:MAX_NAME]
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
+MAX_NAME = 180  # file systems allow 255 bytes; the suffix follows
+
+
+def _short(v: Any) -> str:
+    if isinstance(v, list):  # faults, actions: their kinds
+        kinds = (str(x.get("kind") or x.get("do") or "item") if isinstance(x, dict) else str(x) for x in v)
+        return "+".join(kinds) or "none"
+    if isinstance(v, dict):
+        return str(v.get("label", "custom"))
+    if v is None:
+        return "none"
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _report_html(result: Any) -> str:
@@ -88,10 +144,23 @@ def _report_html(result: Any) -> str:
     return build_report(result)
 
 
+def _events_jsonl(result: Any) -> str:
+    from layerscope.export.events import to_jsonl
+
+    return to_jsonl(result)
+
+
 def _trace_json(result: Any) -> str:
     from layerscope.export import trace  # imported late: tests of the REST layer need no exporter
 
     return trace.to_json(result)
+
+
+EXPORTS: dict[str, tuple[Callable[[Any], str], str, str]] = {  # what -> (exporter, media type, file suffix)
+    "trace": (_trace_json, "application/json", "trace.json"),
+    "report": (_report_html, "text/html", "report.html"),
+    "events": (_events_jsonl, "application/x-ndjson", "events.jsonl"),
+}
 
 
 @router.get("/healthz", tags=["ops"])

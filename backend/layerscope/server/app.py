@@ -8,9 +8,10 @@ from fastapi.templating import Jinja2Templates
 
 from layerscope import __version__
 from layerscope.paths import frontend_dir
+from layerscope.protocol import MAX_REPLAY_BYTES
 from layerscope.server import api, pages, ws
 from layerscope.server.runs import RunCache, Simulate, default_simulate
-from layerscope.server.security import SecurityHeaders
+from layerscope.server.security import BodyLimit, SecurityHeaders
 from layerscope.server.settings import Settings
 
 
@@ -28,6 +29,7 @@ def create_app(settings: Settings | None = None, simulate: Simulate | None = Non
     )
     app.state.live = ws.LiveCounter()
     app.state.templates = Jinja2Templates(directory=str(frontend_dir() / "templates"))
+    app.add_middleware(BodyLimit, max_bytes=MAX_REPLAY_BYTES)  # the largest body: a recording to export
     app.add_middleware(SecurityHeaders)
     app.include_router(pages.router)
     app.include_router(api.router)

@@ -183,19 +183,12 @@ class ReplayError(ValueError):
         self.field = field
 
 
-def replay_run(spec: ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
-    """Prepare recorded events (`layerscope run --events`) for playback as if `spec` had just been simulated.
-
-    Each event is validated against the event schema (the first bad one raises ReplayError naming it); the
-    topology is the runtime plan's for the spec, the summary the recording's `summary` event.
-    """
+def parse_recording(events: list[dict[str, Any]]) -> list[BaseModel]:
+    """Recorded events (`layerscope run --events`) validated one by one against the event schema; the first bad
+    one raises ReplayError naming it. Only the first line may be the recording's `run` spec."""
     from pydantic import ValidationError
 
-    from layerscope.events import EVENT_ADAPTER, SummaryEvent
-    from layerscope.hardware.cost import CostModel
-    from layerscope.hardware.gpus import gpu
-    from layerscope.model.config import PRESETS
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.events import EVENT_ADAPTER, RunEvent
 
     parsed: list[BaseModel] = []
     for i, raw in enumerate(events):
@@ -205,9 +198,24 @@ def replay_run(spec: ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
             err = e.errors()[0]
             field = ".".join(str(p) for p in ("events", i, *err["loc"]))
             raise ReplayError(f"field '{field}': {err['msg']}", field) from None
-    summary = next((dict(e.figures) for e in reversed(parsed) if isinstance(e, SummaryEvent)), {})
+        if i > 0 and isinstance(parsed[-1], RunEvent):
+            raise ReplayError(f"field 'events.{i}': a `run` line opens a recording; one file holds one run",
+                              f"events.{i}")
+    return parsed
+
+
+def replay_run(spec: ScenarioSpec, events: list[BaseModel]) -> PreparedRun:
+    """Prepare parsed recorded events (parse_recording, without the `run` line) for playback as if `spec` had
+    just been simulated: the topology is the runtime plan's for the spec, the summary the recording's `summary`."""
+    from layerscope.events import SummaryEvent
+    from layerscope.hardware.cost import CostModel
+    from layerscope.hardware.gpus import gpu
+    from layerscope.model.config import PRESETS
+    from layerscope.runtime.plan import get_runtime
+
+    summary = next((dict(e.figures) for e in reversed(events) if isinstance(e, SummaryEvent)), {})
     topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu(spec.gpu)))
-    return prepare(_Recorded(spec=spec, events=parsed, topology=topology, summary=summary))
+    return prepare(_Recorded(spec=spec, events=list(events), topology=topology, summary=summary))
 
 
 class RunCache:

@@ -24,7 +24,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from layerscope import scenario as scn
 from layerscope.protocol import (
     COMMAND_ADAPTER,
     MAX_MESSAGE_BYTES,
@@ -36,8 +35,9 @@ from layerscope.protocol import (
     SpeedCommand,
     StepCommand,
 )
+from layerscope.server.load import CommandError, load_run
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import EncodedEvent, PreparedRun, ReplayError, RunCache, replay_run
+from layerscope.server.runs import EncodedEvent, PreparedRun, RunCache
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -108,12 +108,6 @@ class OutQueue:
                 "created_ms": msg["created_ms"],
             }
         return msg
-
-
-class CommandError(ValueError):
-    def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def parse_command(text: str) -> Any:
@@ -210,62 +204,16 @@ class Session:
         for i in range(0, max(len(events), 1), n):
             self.queue.push_frame(t_us, events[i : i + n], reset=i == 0)
 
-    def _spec_of(self, cmd: LoadCommand) -> scn.ScenarioSpec:
-        if (cmd.scenario is None) == (cmd.spec is None):
-            raise CommandError(
-                "load needs exactly one of 'scenario' (a preset name) or 'spec' (an inline spec)", "scenario"
-            )
-        try:
-            if cmd.scenario is not None:
-                base = scn.load_preset(cmd.scenario)
-            else:
-                base = scn.parse_spec(cmd.spec, "spec")
-            return scn.apply_overrides(base, cmd.set, "set") if cmd.set else base
-        except scn.ScenarioError as e:
-            raise CommandError(str(e), _field_of(str(e), cmd)) from None
-
     async def _load(self, cmd: LoadCommand) -> None:
-        spec = self._spec_of(cmd)
-        if cmd.events is None:
-            self._check_work(spec, cmd)
         self._load_seq += 1
         mine = self._load_seq
-        try:
-            run = await (self._replay(spec, cmd.events) if cmd.events is not None else self.runs.get(spec))
-        except CommandError:
-            raise
-        except ValueError as e:  # the engine refuses a combination the schema allows
-            raise CommandError(f"cannot simulate this scenario: {e}") from None
-        except Exception as e:  # never let a simulator bug take the connection down
-            log.exception("simulation failed for %s", spec.name)
-            raise CommandError(f"simulation failed: {type(e).__name__}: {e}") from None
+        run = await load_run(self.runs, self.settings, cmd)
         if mine != self._load_seq:  # a newer load arrived while this one simulated
             return
         self.playback = Playback(run, self.settings.play_seconds, self.settings.max_frame_events)
         self.queue.clear_frames()
         self.queue.push_control(loaded_message(run))
         self._send_state()
-
-    def _check_work(self, spec: scn.ScenarioSpec, cmd: LoadCommand) -> None:
-        """Refuse runs bigger than the server allows before spending CPU on them."""
-        chunks = -(-spec.prompt_len // min(spec.chunk_size, spec.low_mem_chunk_size))
-        work = (chunks + spec.decode_steps) * (2 if spec.compare else 1)
-        limit = self.settings.max_sim_work
-        if work > limit:
-            name = "prompt_len" if chunks > spec.decode_steps else "decode_steps"
-            where = "set" if name in cmd.set else ("spec" if cmd.spec is not None else "scenario")
-            raise CommandError(
-                f"field '{name}': this run needs {work} chunks + decode steps{' (x2 for compare)' * bool(spec.compare)}"
-                f"; this server simulates at most {limit} per run (raise chunk_size or shorten the run)",
-                f"{where}.{name}" if where != "scenario" else where,
-            )
-
-    async def _replay(self, spec: scn.ScenarioSpec, events: list[dict[str, Any]]) -> PreparedRun:
-        """A recorded run: events validated one by one (the first bad one is named); not cached."""
-        try:
-            return await asyncio.to_thread(replay_run, spec, events)
-        except ReplayError as e:
-            raise CommandError(str(e), e.field) from None
 
     def _send_state(self) -> None:
         pb = self.playback
@@ -342,12 +290,3 @@ def loaded_message(run: PreparedRun) -> Message:
         "overview": run.overview,
     }
 
-
-def _field_of(message: str, cmd: LoadCommand) -> str:
-    """The field a ScenarioError names ("field 'chunk_size': ..."), else where the bad input came from."""
-    if "field '" in message:
-        name = message.split("field '", 1)[1].split("'", 1)[0]
-        return f"{'set' if cmd.set and name.split('.')[0] in cmd.set else 'spec'}.{name}"
-    if "unknown field '" in message or "unknown field " in message:
-        return "set"
-    return "scenario" if cmd.scenario is not None else "spec"

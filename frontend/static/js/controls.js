@@ -50,6 +50,38 @@ export class Controls {
     });
     document.addEventListener("keydown", (ev) => this.key(ev));
     $("replay-file").addEventListener("change", (ev) => this.replay(ev.target));
+    for (const what of ["trace", "report", "events"]) {
+      $(`${what}-link`).addEventListener("click", (ev) => {
+        ev.preventDefault();
+        this.download(what);
+      });
+    }
+  }
+
+  // Every load goes through here: the one the server answers with `loaded` is the run on screen (exports use it).
+  load(msg) {
+    this.pendingLoad = msg;
+    this.conn.send(msg);
+  }
+
+  // Download the run on screen: the server rebuilds it from the same body as its `load` (cached, or replayed).
+  async download(what) {
+    if (!this.shown) return;
+    const { type, ...body } = this.shown;
+    const r = await fetch(`/api/${what}`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    if (!r.ok) {
+      const detail = (await r.json().catch(() => ({}))).detail;
+      this.toast && this.toast(`${what} download failed: ${Array.isArray(detail) ? detail[0].msg : detail || r.status}`, "error");
+      return;
+    }
+    const name = /filename="([^"]+)"/.exec(r.headers.get("Content-Disposition") || "");
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(await r.blob());
+    a.download = name ? name[1] : `${what}`;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10000);
   }
 
   // A recorded run: one event per line (JSON lines) or a JSON array, replayed under the chosen scenario.
@@ -65,7 +97,10 @@ export class Controls {
       this.onFileError(`${file.name}: not JSON lines (${e.message})`);
       return;
     }
-    this.conn.send({ type: "load", scenario: this.select.value, set: this.currentSet || {}, events });
+    // A recording that opens with its `run` line replays its own spec; an older one, under the chosen scenario.
+    const own = events[0] && events[0].kind === "run";
+    this.replayName = file.name;
+    this.load(own ? { type: "load", events } : { type: "load", scenario: this.select.value, set: this.currentSet || {}, events });
   }
 
   key(ev) {
@@ -126,12 +161,10 @@ export class Controls {
 
   async choose(name, set) {
     this.select.value = name;
-    $("trace-link").href = `/api/trace?scenario=${encodeURIComponent(name)}`;
-    $("report-link").href = `/api/report?scenario=${encodeURIComponent(name)}`;
     const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
     this.preset = r.ok ? await r.json() : null;
     this.pendingURL = [name, set];
-    this.conn.send({ type: "load", scenario: name, set });
+    this.load({ type: "load", scenario: name, set });
   }
 
   apply() {
@@ -146,7 +179,7 @@ export class Controls {
     if (fault !== presetFault) set.faults = fault ? [FAULT_DEFAULTS[fault]] : [];
     $("form-error").textContent = "";
     this.pendingURL = [this.select.value, set]; // the URL changes once the server accepted the settings
-    this.conn.send({ type: "load", scenario: this.select.value, set });
+    this.load({ type: "load", scenario: this.select.value, set });
   }
 
   setURL(name, set) {
@@ -169,6 +202,11 @@ export class Controls {
   }
 
   onLoaded(msg) {
+    this.shown = this.pendingLoad;
+    if (this.shown && this.shown.events && this.toast) {
+      const own = !this.shown.scenario && !this.shown.spec ? " with its own settings" : "";
+      this.toast(`replaying ${this.replayName}: the recorded run of '${msg.scenario.name}'${own}`);
+    }
     if (this.pendingURL) {
       this.setURL(...this.pendingURL);
       this.currentSet = this.pendingURL[1];

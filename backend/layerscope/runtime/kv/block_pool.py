@@ -30,6 +30,7 @@ class BlockPool:
         self.owner = np.full((banks, pages_per_bank), FREE, dtype=np.int32)  # owner id per slot
         self.logical = np.full((banks, pages_per_bank), FREE, dtype=np.int32)  # owner's logical page per slot
         self.num_free_per_bank = np.full(banks, pages_per_bank, dtype=np.int64)
+        self._num_free = banks * pages_per_bank  # = num_free_per_bank.sum(), kept as an int (asked every step)
         self._owner_ids: dict[str, int] = {}
         self._owner_names: list[str] = []
         self._addr_cursor = 0  # no free address below this one (speeds up first_free_any)
@@ -51,7 +52,7 @@ class BlockPool:
 
     @property
     def num_free(self) -> int:
-        return int(self.num_free_per_bank.sum())
+        return self._num_free
 
     def used_per_bank(self) -> list[int]:
         return [int(self.pages_per_bank - n) for n in self.num_free_per_bank]
@@ -88,13 +89,8 @@ class BlockPool:
 
     def largest_free_run(self, bank: int | None = None) -> int:
         """Longest run of adjacent free slots within one bank (all banks when bank is None)."""
-        rows = range(self.banks) if bank is None else (bank,)
-        best = 0
-        for b in rows:
-            best = max(best, _longest_true_run(self.owner[b] == FREE))
-            if best == self.pages_per_bank:
-                break
-        return best
+        rows = self.owner if bank is None else self.owner[bank : bank + 1]
+        return _longest_true_run(rows == FREE)
 
     def find_run(self, n: int, bank: int) -> int | None:
         """First slot of the lowest run of `n` adjacent free slots in `bank`; None when there is none."""
@@ -117,6 +113,7 @@ class BlockPool:
         self.owner[bank, slot] = self.owner_id(name)
         self.logical[bank, slot] = logical
         self.num_free_per_bank[bank] -= 1
+        self._num_free -= 1
         assert self.num_free_per_bank[bank] >= 0, f"bank {bank} free count went negative"
 
     def take_many(self, name: str, banks: np.ndarray, slots: np.ndarray, logical: np.ndarray) -> None:
@@ -126,6 +123,7 @@ class BlockPool:
         self.owner[banks, slots] = self.owner_id(name)
         self.logical[banks, slots] = logical
         np.subtract.at(self.num_free_per_bank, banks, 1)
+        self._num_free -= len(banks)
 
     def release(self, bank: int, slot: int) -> None:
         self._check_slot(bank, slot)
@@ -134,6 +132,7 @@ class BlockPool:
         self.owner[bank, slot] = FREE
         self.logical[bank, slot] = FREE
         self.num_free_per_bank[bank] += 1
+        self._num_free += 1
         self._addr_cursor = min(self._addr_cursor, slot * self.banks + bank)
 
     def move(self, bank: int, slot: int, to_bank: int, to_slot: int) -> None:
@@ -155,6 +154,7 @@ class BlockPool:
         """Invariants: free counts match ownership; free slots carry no logical page."""
         free = self.owner == FREE
         assert np.array_equal(free.sum(axis=1), self.num_free_per_bank), "free counts disagree with ownership"
+        assert self._num_free == int(free.sum()), "the free total disagrees with ownership"
         assert np.all(self.logical[free] == FREE), "a free slot still records a logical page"
 
     def _check_slot(self, bank: int, slot: int) -> None:
@@ -163,8 +163,10 @@ class BlockPool:
 
 
 def _longest_true_run(mask: np.ndarray) -> int:
+    """Longest run of True within any one row of a 2-D mask (rows padded with False so runs never join)."""
     if not mask.any():
         return 0
-    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))  # run starts and ends, alternating
+    padded = np.zeros((mask.shape[0], mask.shape[1] + 2), dtype=np.int8)
+    padded[:, 1:-1] = mask
+    edges = np.flatnonzero(np.diff(padded.ravel()))  # run starts and ends, alternating
     return int((edges[1::2] - edges[::2]).max())

@@ -17,8 +17,9 @@ function hover(k, run, layers) {
   const once = k.scope === "model" || (!k.scope && k.stage === "switch_over");
   return (
     `<b>${k.name}</b>${run ? ` · ${run}` : ""}<br>${k.stage} · ${k.stage_kind} · ${k.phase} ${where}<br>` +
-    `start ${us(k.start_us)}, ${us(k.dur_us)}${once ? " (one-off, whole model)" : ` one layer (${us(k.dur_us * layers)} for ${layers} layers)`}<br>${k.shapes || ""}<br>` +
-    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)} · L2 hit ${pct(k.l2_hit)}` +
+    `start ${us(k.start_us)}, ${us(k.dur_us)}${once ? " (whole-model cost, paid once)" : ` one layer (${us(k.dur_us * layers)} for ${layers} layers)`}<br>${k.shapes || ""}<br>` +
+    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)}` +
+    (k.l2_hit > 0 ? ` · ${pct(k.l2_hit)} of bytes from L2-resident data` : "") +
     "<br><i>simulated at full size · click to pin</i>"
   );
 }
@@ -226,6 +227,7 @@ const KIND_HELP = {
   elementwise: "Element-wise kernels: RoPE, activation, residual adds",
   memory: "Copies and KV cache traffic: page writes, re-fetches, migrations",
   overhead: "Launch and switch-over costs that do no arithmetic",
+  collective: "All-reduce / all-gather between the GPUs of a deployment (stream comm)",
 };
 
 export function fillLegend(el) {

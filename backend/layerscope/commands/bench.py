@@ -1,0 +1,110 @@
+"""`layerscope bench`: `vllm bench serve --dataset-name random` against the simulated deployment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from layerscope.bench import COMPARED, compare, comparison_block, load_measured, parse_metrics, result_block
+from layerscope.hardware.gpus import GPUS
+from layerscope.scenario import ScenarioSpec, apply_overrides, load
+
+HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its result block or JSON"
+# Summary keys a `vllm bench serve --save-result` JSON carries (names as vLLM saves them).
+RESULT_KEYS = (
+    "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+    "output_throughput", "total_token_throughput", *(k for k in COMPARED if k.endswith("_ms")),
+    "num_preemptions", "prefix_cache_hit_rate",
+)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default=None, help="start from a preset or YAML file (flags override it)")
+    p.add_argument("--model", default=None, help="model preset (default qwen3-235b-a22b)")
+    p.add_argument("--gpu", default=None, help=f"one of {', '.join(GPUS)} (default h200)")
+    p.add_argument("--tp", type=int, default=None, help="tensor parallel size (default 8, or the scenario's)")
+    p.add_argument("--ep", type=int, default=None, help="expert parallel size; MoE tensor parallel is tp / ep")
+    p.add_argument("--weight-dtype", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--random-input-len", type=int, default=None, help="prompt tokens (vLLM default 1024)")
+    p.add_argument("--random-output-len", type=int, default=None, help="output tokens (vLLM default 128)")
+    p.add_argument("--random-range-ratio", type=float, default=None, help="lengths uniform in [L(1-r), L(1+r)]")
+    p.add_argument("--num-prompts", type=int, default=None, help="requests (vLLM default 1000)")
+    p.add_argument("--max-concurrency", type=int, default=None, help="requests in flight at most")
+    p.add_argument("--request-rate", type=float, default=None, help="requests/s, Poisson (default inf)")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None, help="engine step token budget")
+    p.add_argument("--max-num-seqs", type=int, default=None, help="running requests at most")
+    p.add_argument("--seed", type=int, default=None, help="lengths and arrivals (vLLM default 0)")
+    p.add_argument("--workload-trace", default=None, metavar="FILE", help="CSV/JSONL trace of request sizes")
+    p.add_argument("--percentile-metrics", default="ttft,tpot,itl", help="sections printed (ttft,tpot,itl,e2el)")
+    p.add_argument("--compare-to", default=None, metavar="FILE",
+                   help="a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL: measured vs simulated")
+    p.add_argument("--json", action="store_true", help="print the result JSON (vLLM's saved keys) instead")
+
+
+def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
+    """The scenario the flags describe: the --scenario's, or vLLM's defaults on 8 x H200."""
+    base = load(args.scenario) if args.scenario else ScenarioSpec(name="bench", gpu="h200", runtime="vllm")
+    over: dict[str, Any] = {}
+    for flag, field in (("model", "model"), ("gpu", "gpu")):
+        if getattr(args, flag) is not None:
+            over[field] = getattr(args, flag)
+    dep = base.deployment.model_dump() if base.deployment is not None else {"tp": 8}
+    for flag in ("tp", "ep", "weight_dtype", "kv_dtype"):
+        if getattr(args, flag) is not None:
+            dep[flag] = getattr(args, flag)
+    over["deployment"] = dep
+    work = base.workload.model_dump() if base.workload is not None else {"num_requests": 1000, "input_len": 1024,
+                                                                          "output_len": 128}
+    for flag, field in (("random_input_len", "input_len"), ("random_output_len", "output_len"),
+                        ("random_range_ratio", "range_ratio"), ("num_prompts", "num_requests"),
+                        ("max_concurrency", "max_concurrency"), ("request_rate", "request_rate"),
+                        ("seed", "seed"), ("workload_trace", "trace")):
+        if getattr(args, flag) is not None:
+            work[field] = getattr(args, flag)
+    over["workload"] = work
+    sched = base.scheduler.model_dump()
+    for flag in ("max_num_batched_tokens", "max_num_seqs"):
+        if getattr(args, flag) is not None:
+            sched[flag] = getattr(args, flag)
+    over["scheduler"] = sched
+    over.update({"compare": None, "tour": [], "numerics": False})
+    return apply_overrides(base, over, source="layerscope bench")
+
+
+def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
+    """The keys `vllm bench serve --save-result` writes, as far as a simulation has them."""
+    w = spec.workload
+    assert w is not None and spec.deployment is not None
+    out: dict[str, Any] = {
+        "backend": "layerscope (simulated)",
+        "model_id": spec.model,
+        "num_prompts": w.num_requests,
+        "request_rate": "inf" if w.request_rate == float("inf") else w.request_rate,
+        "max_concurrency": w.max_concurrency,
+        "gpu": spec.gpu,
+        "tensor_parallel_size": spec.deployment.tp,
+        "expert_parallel_size": spec.deployment.ep,
+    }
+    out.update({k: summary[k] for k in RESULT_KEYS if k in summary})
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    from layerscope.runtime.engine import simulate
+
+    metrics = parse_metrics(args.percentile_metrics)
+    spec = bench_spec(args)
+    measured = load_measured(Path(args.compare_to)) if args.compare_to else None
+    result = result_json(spec, dict(simulate(spec).summary))
+    if args.json:
+        if measured is not None:
+            result["compare_to"] = {"file": args.compare_to, "rows": compare(measured, result)}
+        print(json.dumps(result, indent=2))
+        return 0
+    print(result_block(result, ",".join(metrics)))
+    if measured is not None:
+        print(comparison_block(compare(measured, result), args.compare_to))
+    return 0

@@ -1,0 +1,91 @@
+"""`layerscope plan`: what each GPU of a deployment holds, with the lines vLLM logs at startup."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from layerscope.hardware.gpus import GPUS, GiB, gpu
+from layerscope.model.config import resolve
+from layerscope.runtime.deployment import MAX_NUM_SEQS, Placement, place, shard
+from layerscope.scenario import DeploymentSpec
+
+HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="qwen3-235b-a22b", help="a preset name or a path to a Hugging Face config.json")
+    p.add_argument("--gpu", default="h200", help=f"one of {', '.join(GPUS)}")
+    p.add_argument("--tp", type=int, default=8, help="tensor parallel size (vLLM --tensor-parallel-size)")
+    p.add_argument("--ep", type=int, default=1, help="expert parallel size; MoE tensor parallel is tp / ep")
+    p.add_argument("--weight-dtype", choices=("bf16", "fp8"), default="bf16")
+    p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default="bf16", help="vLLM --kv-cache-dtype")
+    p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    p.add_argument("--max-model-len", type=int, default=None, help="default: the model's context length")
+    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="the profile run's token count")
+    p.add_argument("--max-num-seqs", type=int, default=MAX_NUM_SEQS, help="the sampler's profile run")
+    p.add_argument("--no-cuda-graphs", action="store_true", help="vLLM --enforce-eager: no graph pool")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the log lines")
+
+
+def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
+    from pydantic import ValidationError
+
+    from layerscope.scenario import format_validation_error
+
+    try:
+        return DeploymentSpec(tp=args.tp, ep=args.ep, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
+                              gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
+                              cuda_graphs=not args.no_cuda_graphs)
+    except ValidationError as e:
+        raise ValueError(format_validation_error(e, "deployment")) from None
+
+
+def plan(args: argparse.Namespace) -> tuple[DeploymentSpec, Placement, dict]:
+    if args.max_num_batched_tokens < 1 or args.max_num_seqs < 1:
+        raise ValueError("--max-num-batched-tokens and --max-num-seqs must be >= 1")
+    model, dep = resolve(args.model), deployment_of(args)
+    p = place(model, gpu(args.gpu), dep, args.max_num_batched_tokens, args.max_num_seqs)
+    local = shard(model, dep)
+    out = {
+        "model": model.name,
+        "gpu": p.gpu,
+        "num_gpus": p.num_gpus,
+        "tp": dep.tp,
+        "ep": dep.ep,
+        "moe_tp": dep.moe_tp,
+        "weight_dtype": dep.weight_dtype,
+        "kv_dtype": dep.kv_dtype,
+        "gpu_memory_utilization": dep.gpu_memory_utilization,
+        "cuda_graphs": dep.cuda_graphs,
+        "max_model_len": p.max_model_len,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "shard": {"attention_heads": local.num_attention_heads, "kv_heads": local.num_key_value_heads,
+                  "kv_replication": p.kv_replication, "experts": local.num_experts,
+                  "moe_intermediate_size": local.moe_intermediate_size, "vocab": local.vocab_size},
+        "per_gpu": p.per_gpu(),
+    }
+    return dep, p, out
+
+
+def run(args: argparse.Namespace) -> int:
+    dep, p, out = plan(args)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    s, g = out["shard"], out["per_gpu"]
+    print(f"{out['model']} on {p.num_gpus} x {p.gpu}: tp={dep.tp} ep={dep.ep} (moe tp {dep.moe_tp}), "
+          f"weights {dep.weight_dtype}, KV cache {dep.kv_dtype}")
+    print(f"per GPU: {s['attention_heads']} attention heads, {s['kv_heads']} KV head(s)"
+          f"{f' (each replicated on {p.kv_replication} GPUs)' if p.kv_replication > 1 else ''}, "
+          f"{s['experts']} experts x {s['moe_intermediate_size']} wide, vocab slice {s['vocab']}")
+    print(f"the current vLLM instance can use total_gpu_memory ({p.capacity_bytes / GiB:.2f}GiB) x "
+          f"gpu_memory_utilization ({dep.gpu_memory_utilization:.2f}) = {p.budget_bytes / GiB:.2f}GiB")
+    print(f"model weights take {g['weights_gib']:.2f}GiB; non_torch_memory takes {g['non_torch_gib']:.2f}GiB; "
+          f"PyTorch activation peak memory takes {g['activation_gib']:.2f}GiB; CUDA graph memory "
+          f"{g['cuda_graph_gib']:.2f}GiB; the rest of the memory reserved for KV Cache is {g['kv_cache_gib']:.2f}GiB.")
+    for line in p.log_lines()[1:]:
+        print(line)
+    print(f"(KV cache: {p.kv_bytes_per_token:,.0f} bytes per token per GPU over {p.kv_blocks:,} blocks of 16; "
+          "constants and their sources: runtime/deployment.py)")
+    return 0

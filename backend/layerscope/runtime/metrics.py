@@ -1,0 +1,88 @@
+"""Serving metrics of a finished run, from its events alone, as `vllm bench serve` computes and names them.
+
+    request arrive ──────────── first_token ─────── token ── token ── ... ── finished
+               │◀──── ttft ────▶│◀ itl ▶│                                 │
+               │◀──────────────────────── e2el ─────────────────────────▶│
+    tpot = (e2el - ttft) / (output_len - 1)   (requests of one output token have none)
+
+Token times are replayed from the step events: a request samples a token at the end of every step that
+brings its computed tokens up to its known tokens (prompt + output so far); its `scheduled` event (prefix-cache
+hits) and `preempted` event (0: recompute) set its computed tokens. Times are whole-model (step start +
+model_dur_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+PERCENTILES = (("mean", None), ("median", 50.0), ("p99", 99.0))
+
+
+@dataclass
+class _Req:
+    arrive_us: float
+    input_len: int
+    output_len: int
+    computed: int = 0
+    token_us: list[float] = field(default_factory=list)
+    finished_us: float | None = None
+
+
+def serving_metrics(events: Iterable[Any]) -> dict[str, float | int]:
+    reqs: dict[int, _Req] = {}
+    preemptions = 0
+    for e in events:
+        kind = e.kind
+        if kind == "request":
+            if e.what == "arrive":
+                reqs[e.request_id] = _Req(e.t_us, e.input_len, e.output_len)
+            elif e.what in ("scheduled", "preempted"):  # prefix-cache hits on admission; 0 after a preemption
+                reqs[e.request_id].computed = e.num_computed_tokens
+                preemptions += e.what == "preempted"
+            elif e.what == "finished":
+                reqs[e.request_id].finished_us = e.t_us
+        elif kind == "step":
+            end = e.start_us + e.model_dur_us
+            for rid, n in zip(e.request_ids, e.num_tokens, strict=True):
+                r = reqs[rid]
+                r.computed += n
+                if r.computed == r.input_len + len(r.token_us):
+                    r.token_us.append(end)
+    done = [r for r in reqs.values() if r.finished_us is not None]
+    ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
+    e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
+    tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True) if len(r.token_us) > 1]
+    itl = [float(d) / 1000.0 for r in done for d in np.diff(r.token_us)]
+    start = min((r.arrive_us for r in reqs.values()), default=0.0)
+    end = max((r.finished_us for r in done), default=start)  # type: ignore[type-var]
+    duration = (end - start) / 1e6
+    n_in = sum(r.input_len for r in done)
+    n_out = sum(len(r.token_us) for r in done)
+    out: dict[str, float | int] = {
+        "completed": len(done),
+        "duration": _r(duration),
+        "total_input_tokens": n_in,
+        "total_output_tokens": n_out,
+        "request_throughput": _r(len(done) / duration) if duration > 0 else 0.0,
+        "output_throughput": _r(n_out / duration) if duration > 0 else 0.0,
+        "total_token_throughput": _r((n_in + n_out) / duration) if duration > 0 else 0.0,
+    }
+    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)):
+        for stat, q in PERCENTILES:
+            out[f"{stat}_{name}_ms"] = _stat(values, q)
+    out["num_preemptions"] = preemptions
+    return out
+
+
+def _stat(values: list[float], q: float | None) -> float:
+    if not values:
+        return 0.0
+    return _r(np.mean(values) if q is None else np.percentile(values, q))
+
+
+def _r(x: float) -> float:
+    return round(float(x), 4)

@@ -1,0 +1,216 @@
+"""The scheduler: which requests run in the next engine step and how many tokens each (vLLM v1's rules).
+
+    budget = max_num_batched_tokens
+    1. running requests in decode: one token each (decodes first)
+    2. running requests part-way through their prompt: the next chunk, as much as the budget leaves
+       no KV block for a running request -> preempt the most recently admitted running request
+       (recompute: its blocks are freed, it goes back to the front of the waiting queue)
+    3. waiting requests, first come first served, while the budget lasts and fewer than max_num_seqs run
+       (prefix-cache hits skip their prefill; a prompt longer than the budget left is chunked)
+       a waiting request that does not fit stops admission (no preemption for it; not in a step that preempted)
+
+ArticleScheduler keeps the article's chunk scheduler: decodes unbudgeted, then one prefill chunk of the
+oldest request still in prefill, of chunk_size (low_mem_chunk_size below the free-HBM threshold).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from layerscope.runtime.chunks import ChunkScheduler
+from layerscope.runtime.kv.cache_manager import Allocation, KVCacheManager
+from layerscope.runtime.request import Request, RequestStatus
+
+
+@dataclass(slots=True)
+class ScheduledSeq:
+    request: Request
+    num_new_tokens: int
+    num_context_tokens: int  # tokens whose KV is cached before this step (prefix hits included)
+    num_cached_tokens: int = 0  # of those, found in the prefix cache this step
+    allocation: Allocation | None = None
+
+
+@dataclass
+class SchedulerOutput:
+    seqs: list[ScheduledSeq] = field(default_factory=list)
+    preempted: list[Request] = field(default_factory=list)
+    admitted: list[Request] = field(default_factory=list)  # scheduled from waiting this step
+    allocated: list[ScheduledSeq] = field(default_factory=list)  # the seqs that called allocate_slots
+    token_budget: int = 0
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(s.num_new_tokens for s in self.seqs)
+
+
+@dataclass
+class StepResult:
+    """What a finished step produced: one token for each request whose known tokens are all computed."""
+
+    sampled: list[Request] = field(default_factory=list)
+    first_token: list[Request] = field(default_factory=list)
+    finished: list[Request] = field(default_factory=list)
+
+
+class Scheduler:
+    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int) -> None:
+        if max_num_batched_tokens < 1 or max_num_seqs < 1:
+            raise ValueError("max_num_batched_tokens and max_num_seqs must be >= 1")
+        self.kv = kv
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.max_num_seqs = max_num_seqs
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []  # in order of admission
+        self.num_preemptions = 0
+
+    def add_request(self, req: Request) -> None:
+        self.waiting.append(req)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def num_unfinished(self) -> int:
+        return len(self.waiting) + len(self.running)
+
+    # -- one step --------------------------------------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        out = SchedulerOutput(token_budget=self.max_num_batched_tokens)
+        budget = self.max_num_batched_tokens
+        bs, tables, seqs = self.kv.block_size, self.kv.req_to_blocks, out.seqs
+        decodes: list[Request] = []  # decodes that need a new block
+        prefills: list[Request] = []
+        for r in self.running:
+            if r.num_output_tokens and r.input_len + r.num_output_tokens - r.num_computed_tokens == 1:
+                if budget > 0 and r.num_computed_tokens < len(tables[r.request_id]) * bs:
+                    seqs.append(ScheduledSeq(r, 1, r.num_computed_tokens))  # fits its last block: most steps
+                    budget -= 1
+                else:
+                    decodes.append(r)
+            else:
+                prefills.append(r)
+        for req in decodes + prefills:
+            if req.status is not RequestStatus.RUNNING or budget <= 0:
+                continue  # preempted earlier in this pass
+            n = self._running_tokens(req, budget)
+            if n <= 0:
+                continue
+            preempted = len(out.preempted)
+            alloc = self._allocate_or_preempt(req, n, out)
+            if len(out.preempted) > preempted:  # a preempted request scheduled earlier hands its tokens back
+                budget = self.max_num_batched_tokens - out.num_tokens
+            if alloc is None:
+                continue
+            seq = ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc)
+            seqs.append(seq)
+            out.allocated.append(seq)
+            budget -= n
+        if not out.preempted:
+            budget = self._admit(out, budget)
+        return out
+
+    def _running_tokens(self, req: Request, budget: int) -> int:
+        return min(req.num_tokens - req.num_computed_tokens, budget)
+
+    def _prefill_tokens(self, req: Request, remaining: int, budget: int) -> int:
+        return min(remaining, budget)
+
+    def _allocate_or_preempt(self, req: Request, n: int, out: SchedulerOutput) -> Allocation | None:
+        while True:
+            alloc = self.kv.allocate_slots(req, n)
+            if alloc is not None:
+                return alloc
+            victim = self.running[-1]  # the most recently admitted
+            self._preempt(victim, out)
+            if victim is req:
+                return None
+
+    def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
+        out.seqs[:] = [s for s in out.seqs if s.request is not victim]  # scheduled earlier in this pass: undone
+        out.allocated[:] = [s for s in out.allocated if s.request is not victim]
+        self.running.remove(victim)
+        self.kv.free(victim)
+        victim.status = RequestStatus.PREEMPTED
+        victim.num_computed_tokens = 0
+        victim.num_preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        out.preempted.append(victim)
+
+    def _admit(self, out: SchedulerOutput, budget: int) -> int:
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            req = self.waiting[0]
+            hits = self.kv.get_computed_blocks(req) if req.num_computed_tokens == 0 else []
+            cached = len(hits) * self.kv.block_size
+            n = self._prefill_tokens(req, req.num_tokens - req.num_computed_tokens - cached, budget)
+            if n <= 0:
+                break
+            alloc = self.kv.allocate_slots(req, n, hits)
+            if alloc is None:
+                break  # no room: it waits (vLLM does not preempt for a waiting request)
+            self.waiting.popleft()
+            req.num_computed_tokens += cached
+            req.status = RequestStatus.RUNNING
+            self.running.append(req)
+            seq = ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc)
+            out.seqs.append(seq)
+            out.allocated.append(seq)
+            out.admitted.append(req)
+            budget -= n
+        return budget
+
+    def update_from_output(self, out: SchedulerOutput) -> StepResult:
+        """The step ran: its tokens are computed; requests whose known tokens are all computed sample one."""
+        res = StepResult()
+        caching = self.kv.prefix_caching
+        for s in out.seqs:
+            req = s.request
+            req.num_computed_tokens += s.num_new_tokens
+            known = req.input_len + req.num_output_tokens
+            assert req.num_computed_tokens <= known, f"request {req.request_id} computed past its tokens"
+            if caching:
+                self.kv.cache_blocks(req)
+            if req.num_computed_tokens < known:
+                continue  # a prefill chunk short of the prompt's end: no token yet
+            req.num_output_tokens += 1
+            res.sampled.append(req)
+            if req.num_output_tokens == 1:
+                res.first_token.append(req)
+            if req.is_finished:
+                req.status = RequestStatus.FINISHED
+                self.running.remove(req)
+                self.kv.free(req)
+                res.finished.append(req)
+        return res
+
+
+class ArticleScheduler(Scheduler):
+    """The article's runtime: decodes first, then one chunk of one prompt per step, sized by free HBM."""
+
+    def __init__(self, kv: KVCacheManager, chunks: ChunkScheduler, max_num_seqs: int,
+                 free_bytes: Callable[[], float]) -> None:
+        # the budget only bounds the one chunk: every running decode fits beside it
+        super().__init__(kv, max(chunks.chunk_size, chunks.low_mem_chunk_size) + max_num_seqs, max_num_seqs)
+        self.chunks = chunks
+        self.free_bytes = free_bytes
+
+    def schedule(self) -> SchedulerOutput:
+        self._chunk = self.chunks.size_for(self.free_bytes())[0]
+        self._prefill_taken = False
+        out = super().schedule()
+        out.token_budget = self._chunk + sum(1 for s in out.seqs if s.num_new_tokens == 1)
+        return out
+
+    def _running_tokens(self, req: Request, budget: int) -> int:
+        remaining = req.num_tokens - req.num_computed_tokens
+        if not req.is_prefill:
+            return remaining  # decodes are not charged to the chunk
+        return self._prefill_tokens(req, remaining, budget)
+
+    def _prefill_tokens(self, req: Request, remaining: int, budget: int) -> int:
+        if self._prefill_taken:
+            return 0
+        self._prefill_taken = True
+        return min(remaining, self._chunk)

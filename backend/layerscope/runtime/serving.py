@@ -1,0 +1,357 @@
+"""The serving engine: many requests through one layer, step by step, as vLLM's V1 engine core loop.
+
+    client (workload.py: arrivals, max_concurrency)
+        │ arrive
+        ▼
+    loop, each step ─▶ Scheduler.schedule ──asks──▶ KVCacheManager ──▶ KVAllocator policy ──▶ BlockPool
+        │                (decodes, then prefill chunks; preemption)   (blocks, prefix cache, LRU eviction)
+        ├─▶ RuntimePlan.step_kernels(model, [(new, context)])   one layer's kernels for the mixed batch
+        ├─▶ Timing: kernels priced and laid on streams           one layer, drawn at the step's start
+        ├─▶ model step = layer x num_hidden_layers + outside-layer kernels + page migrations
+        └─▶ Scheduler.update_from_output: sampled tokens, first tokens, finished requests
+    Recorder: events (request, step, kernel, page, memory, banks) ─▶ summary from the events (metrics.py)
+
+The clock is the whole model's (what a client sees): step i starts at start_us and lasts model_dur_us; the
+timeline draws its first layer's kernels from start_us. Same spec and seed, the same events byte for byte.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from layerscope.events import (
+    BanksEvent,
+    ExpertsEvent,
+    MemoryEvent,
+    NumericsEvent,
+    PageAllocEvent,
+    PageEvictEvent,
+    PageFreeEvent,
+    PageMigrateEvent,
+    PhaseEvent,
+    RequestEvent,
+    StepEvent,
+    SummaryEvent,
+    trusted_event,
+)
+from layerscope.hardware.cost import CostModel, expected_distinct_experts
+from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.runtime.chunks import GIB, ChunkScheduler
+from layerscope.runtime.deployment import deployment_event, deployment_summary, kv_pool_bytes, scenario_placement
+from layerscope.runtime.kernels import Kernel
+from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
+from layerscope.runtime.kv.free_queue import FreeQueueAllocator
+from layerscope.runtime.kv.manager import KVManager
+from layerscope.runtime.metrics import serving_metrics
+from layerscope.runtime.plan import workspace_bytes
+from layerscope.runtime.request import Request
+from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
+from layerscope.runtime.serving_shadow import ServingShadow
+from layerscope.runtime.sharded import deployed
+from layerscope.runtime.timing import COPY, Timing
+from layerscope.runtime.workload import make_requests
+from layerscope.scenario import ScenarioSpec
+
+BANKS_EVERY = 8  # steps between bank snapshots (a snapshot scans the pool; a step is ~0.1 s of model time)
+
+
+@dataclass
+class ServingStats:
+    """What the summary needs beyond the events."""
+
+    num_steps: int = 0
+    max_step_tokens: int = 0
+    max_step_seqs: int = 0
+    migrations: int = 0
+    cache_evictions: int = 0
+    peak_used_bytes: float = 0.0
+    layer_us: list[float] = field(default_factory=list)
+    prefix_hit_rate: float = 0.0
+    max_rel_error: float = 0.0  # scaled batch against each sequence alone
+
+
+class ServingEngine:
+    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> None:
+        assert spec.workload is not None, "the serving engine runs a workload"
+        for name in ("faults", "actions"):
+            if getattr(spec, name):
+                raise ValueError(f"field '{name}': not simulated on a serving run (a workload) yet; "
+                                 "use the one-request shorthand (prompt_len, decode_steps)")
+        if spec.decode_page_hint:
+            raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
+        self.spec = spec
+        self.progress = progress
+        self.gpu = gpu_preset(spec.gpu)
+        # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
+        self.placement = scenario_placement(spec)
+        self.plan, self.model = deployed(spec)
+        self.page_size = spec.effective_page_size
+        self.events: list[Any] = []
+        self.timing = Timing(CostModel(self.gpu), self.events.append)
+        self.stats = ServingStats()
+        self.free_start = kv_pool_bytes(spec, self.placement)
+        self.chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib,
+                                     self.page_size)
+        step_tokens = self._max_step_tokens()
+        self.kv = KVManager(self.model, self.page_size, spec.banks, spec.allocator, self.free_start,
+                            workspace_bytes(self.model, step_tokens))
+        # vLLM has no placement policy: its blocks come from one free queue. The allocator field is the article's.
+        allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
+        self.allocator_name = allocator.name
+        self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
+        s = spec.scheduler
+        self.scheduler: Scheduler = (
+            ArticleScheduler(self.cache, self.chunks, s.max_num_seqs, self._free_bytes)
+            if spec.runtime == "article"
+            else Scheduler(self.cache, s.max_num_batched_tokens, s.max_num_seqs)
+        )
+        self.requests = make_requests(spec.workload, self.model.vocab_size)
+        self.shadow = (
+            ServingShadow(spec.numerics_model, spec.runtime == "article", self.requests, spec.seed)
+            if spec.numerics
+            else None
+        )
+        self._rng = np.random.default_rng(spec.seed)
+        self._version_drawn = -1
+        self._drawn_step = -BANKS_EVERY
+        self._run = 0  # largest free run of pages, as of the block tables' version drawn last
+
+    def _max_step_tokens(self) -> int:
+        if self.spec.runtime == "article":
+            return max(self.spec.chunk_size, self.spec.low_mem_chunk_size) + self.spec.scheduler.max_num_seqs
+        return self.spec.scheduler.max_num_batched_tokens
+
+    def _free_bytes(self) -> float:
+        return self.free_start - self.kv.used_pages * self.kv.page_bytes
+
+    # == the loop ===================================================================================================
+    def run(self) -> tuple[list[Any], dict[str, float | int | bool | str]]:
+        spec = self.spec
+        self._setup_pool()
+        self._check_fits()
+        n = len(self.requests)
+        self._emit(PhaseEvent(t_us=0.0, phase="prefill", detail=f"serving {n} requests, {spec.runtime} runtime"))
+        pending = deque(self.requests)
+        cap = spec.workload.max_concurrency if spec.workload is not None else None
+        slots = [0.0] * min(cap or n, n)  # when each of the client's concurrency slots came free
+        t = 0.0
+        while pending or self.scheduler.has_unfinished():
+            while pending and slots and max(pending[0].arrival_us, slots[0]) <= t:
+                self._send(pending.popleft(), heapq.heappop(slots))
+            if not self.scheduler.has_unfinished():
+                t = max(pending[0].arrival_us, slots[0])
+                continue
+            out = self.scheduler.schedule()
+            assert out.seqs, "a step with nothing scheduled: every request was checked to fit the pool"
+            t_end = self._step(out, t)
+            res = self.scheduler.update_from_output(out)
+            self._finish(res, t_end, slots)
+            self._drain_frees(t_end)
+            t = t_end
+            if self.progress is not None and self.stats.num_steps % 16 == 0:
+                self.progress(min(1.0, (n - len(pending) - self.scheduler.num_unfinished()) / n))
+        self._snapshot(t, 0.0, final=True)
+        self._emit(PhaseEvent(t_us=t, phase="idle", detail="done"))
+        self.stats.prefix_hit_rate = self.cache.hit_rate
+        events = sorted(self.events, key=lambda e: e.t_us)  # stable: emission order breaks ties
+        summary = self._summary(events)
+        events.append(SummaryEvent(t_us=t, figures=summary))
+        return events, summary
+
+    def _emit(self, event: Any) -> None:
+        self.events.append(event)
+
+    def _setup_pool(self) -> None:
+        if self.placement is not None:
+            self._emit(deployment_event(self.spec, self.placement))
+        if self.spec.fragmentation > 0:
+            banks, slots = self.kv.fill_tenants(self.spec.fragmentation, self._rng)
+            self._emit(PageAllocEvent(t_us=0.0, owner="tenant", phase="prefill", logical=list(range(len(banks))),
+                                      banks=banks.tolist(), slots=slots.tolist()))
+        self._snapshot(0.0, 0.0)
+
+    def _check_fits(self) -> None:
+        """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run."""
+        room = self.kv.pool.num_free
+        worst = max(self.requests, key=lambda r: r.input_len + r.output_len)
+        pages = -(-(worst.input_len + worst.output_len - 1) // self.page_size)
+        if pages > room:
+            raise ValueError(
+                f"field 'workload.input_len': request {worst.request_id} needs {pages} KV pages "
+                f"({worst.input_len} + {worst.output_len} tokens) but the pool has {room}: raise free_hbm_gib "
+                "or shorten the requests"
+            )
+
+    def _send(self, req: Request, slot_free_us: float) -> None:
+        """The client sends a request: at its arrival time, or when a concurrency slot frees, if later."""
+        t = max(req.arrival_us, slot_free_us)
+        self._emit(self._request_event(req, "arrive", t))
+        self.scheduler.add_request(req)
+
+    def _request_event(self, req: Request, what: str, t: float) -> RequestEvent:
+        return RequestEvent(t_us=t, request_id=req.request_id, what=what,  # type: ignore[arg-type]
+                            input_len=req.input_len, output_len=req.output_len,
+                            num_computed_tokens=req.num_computed_tokens, num_output_tokens=req.num_output_tokens)
+
+    # == one step ===================================================================================================
+    def _step(self, out: SchedulerOutput, t: float) -> float:
+        i = self.stats.num_steps
+        for req in out.preempted:
+            self._emit(self._request_event(req, "preempted", t))
+        self._drain_frees(t)
+        once_us = 0.0
+        for req in out.admitted:
+            self._emit(self._request_event(req, "scheduled", t))
+        for s in out.allocated:
+            a = s.allocation
+            if a is None or not (a.new_blocks or a.migrations):
+                continue
+            for m in a.migrations:
+                once_us += self._migration(m, t, s.request.request_id)
+            if a.new_blocks:
+                table = self.cache.req_to_blocks[s.request.request_id]
+                first = len(table) - len(a.new_blocks)
+                self._emit(PageAllocEvent(
+                    t_us=t, owner=f"req{s.request.request_id}", phase="prefill" if s.num_new_tokens > 1 else "decode",
+                    logical=list(range(first, len(table))), banks=[b.bank for b in a.new_blocks],
+                    slots=[b.slot for b in a.new_blocks], request_id=s.request.request_id))
+        batch = [(s.num_new_tokens, s.num_context_tokens) for s in out.seqs]
+        num_tokens = [n for n, _ in batch]
+        total = sum(num_tokens)
+        decode = num_tokens.count(1)
+        prefill = total - decode
+        kernels = self.plan.step_kernels(self.model, batch)
+        layer_end = self.timing.launch(kernels, t, "prefill" if prefill else "decode", step=i)
+        layer_us = layer_end - t
+        outside = self.plan.outside_layer_kernels(self.model, batch)
+        outside_us = sum(self.timing.cost(k).time_us for k in outside)
+        # whole-model kernels in the step's plan (scope "model": the article's embedding lookup) are paid once
+        model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
+        model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + outside_us + once_us
+        cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with an allocation
+        self._emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
+            "t_us": float(t), "kind": "step", "index": i, "start_us": float(t), "dur_us": float(layer_us),
+            "model_dur_us": float(model_us), "num_seqs": len(batch), "prefill_tokens": prefill,
+            "decode_tokens": decode, "token_budget": out.token_budget,
+            "request_ids": [s.request.request_id for s in out.seqs], "num_tokens": num_tokens,
+            "cached_blocks": cached if self.cache.prefix_caching else None}))
+        st = self.stats
+        st.num_steps += 1
+        st.max_step_tokens = max(st.max_step_tokens, total)
+        st.max_step_seqs = max(st.max_step_seqs, len(batch))
+        st.layer_us.append(layer_us)
+        self._snapshot(t, workspace_bytes(self.model, total))
+        if self.shadow is not None:
+            self._numerics(out, t, i, "prefill" if prefill else "decode")
+        return t + model_us
+
+    def _numerics(self, out: SchedulerOutput, t: float, i: int, phase: str) -> None:
+        """The same batch at the scaled size, one varlen forward; its error against each sequence alone."""
+        assert self.shadow is not None
+        for req in out.preempted:
+            self.shadow.preempted(req)
+        r = self.shadow.step([(s.request, s.num_context_tokens, s.num_new_tokens) for s in out.seqs])
+        if r is None:
+            return
+        self.stats.max_rel_error = max(self.stats.max_rel_error, r.rel_error)
+        self._emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                 tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
+                                 nan_count=r.nan_count, inf_count=r.inf_count, step=i))
+        if r.expert_counts is not None:
+            m = self.model
+            self._emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                    counts=r.expert_counts, assumed="balanced",
+                                    distinct_full=expected_distinct_experts(out.num_tokens, m.num_experts,
+                                                                            m.num_experts_per_tok)))
+
+    def _migration(self, m: Any, t: float, request_id: int) -> float:
+        """A page moved to make room (bank-aware decode): paid once per model step, on the copy stream."""
+        k = Kernel("kv_page_migrate", "kv_migrate", "memory", 0.0, 2 * self.kv.page_bytes, stream=COPY,
+                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)")
+        c = self.timing.cost(k)
+        start = self.timing.copy(c, t, "decode")
+        self.stats.migrations += 1
+        owner_id = int(m.owner[3:]) if m.owner.startswith("req") else None
+        self._emit(PageMigrateEvent(t_us=start, owner=m.owner, logical=m.logical, from_bank=m.from_bank,
+                                    from_slot=m.from_slot, to_bank=m.to_bank, to_slot=m.to_slot,
+                                    bytes=2 * self.kv.page_bytes, dur_us=c.time_us, reason=m.reason,
+                                    request_id=owner_id if owner_id is not None else None))
+        del request_id
+        return c.time_us
+
+    def _finish(self, res: StepResult, t_end: float, slots: list[float]) -> None:
+        for req in res.first_token:
+            self._emit(self._request_event(req, "first_token", t_end))
+        for req in res.finished:
+            self._emit(self._request_event(req, "finished", t_end))
+            heapq.heappush(slots, t_end)
+
+    def _drain_frees(self, t: float) -> None:
+        for what, rid, where in self.cache.drain_log():
+            if not where:
+                continue
+            banks, slots = [b for b, _ in where], [s for _, s in where]
+            if what == "evict":
+                self.stats.cache_evictions += len(where)
+                self._emit(PageEvictEvent(t_us=t, owner=CACHE_OWNER, logical=list(range(len(where))), banks=banks,
+                                          slots=slots, bytes=len(where) * self.kv.page_bytes))
+            else:
+                self._emit(PageFreeEvent(t_us=t, owner=f"req{rid}", banks=banks, slots=slots, request_id=rid))
+
+    def _snapshot(self, t: float, activation: float, final: bool = False) -> None:
+        kv, pool = self.kv, self.kv.pool
+        total = self.placement.capacity_bytes if self.placement is not None else self.gpu.hbm_bytes
+        used = total - self.free_start + kv.used_pages * kv.page_bytes + activation
+        self.stats.peak_used_bytes = max(self.stats.peak_used_bytes, used)
+        # banks and the largest free run are redrawn when the tables changed, at most every BANKS_EVERY steps
+        changed = self.cache.version != self._version_drawn and (
+            final or self.stats.num_steps - self._drawn_step >= BANKS_EVERY
+        )
+        if changed:
+            self._drawn_step = self.stats.num_steps
+            self._run = pool.largest_free_run()
+        self._emit(MemoryEvent(t_us=t, hbm_total_bytes=total, hbm_used_bytes=used, hbm_free_bytes=total - used,
+                               kv_bytes=kv.used_pages * kv.page_bytes, largest_free_run_bytes=self._run * kv.page_bytes,
+                               activation_bytes=activation))
+        if changed:
+            self._version_drawn = self.cache.version
+            self._emit(BanksEvent(t_us=t, used=pool.used_per_bank(), capacity=pool.pages_per_bank))
+
+    # == summary ====================================================================================================
+    def _summary(self, events: list[Any]) -> dict[str, float | int | bool | str]:
+        st, spec = self.stats, self.spec
+        layer = np.asarray(st.layer_us) if st.layer_us else np.zeros(1)
+        out: dict[str, float | int | bool | str] = {
+            "model": self.model.name,
+            "runtime": spec.runtime,
+            "gpu": self.gpu.name,
+            "allocator": self.allocator_name,
+            "num_hidden_layers": self.model.num_hidden_layers,
+            "page_size": self.page_size,
+            "num_requests": len(self.requests),
+            "max_num_batched_tokens": spec.scheduler.max_num_batched_tokens,
+            "max_num_seqs": spec.scheduler.max_num_seqs,
+            "prefix_caching": spec.scheduler.prefix_caching,
+        }
+        out.update(serving_metrics(events))
+        out.update({
+            "prefix_cache_hit_rate": round(st.prefix_hit_rate, 4),
+            "num_steps": st.num_steps,
+            "max_step_tokens": st.max_step_tokens,
+            "max_step_seqs": st.max_step_seqs,
+            "step_layer_mean_us": round(float(layer.mean()), 3),
+            "step_layer_p99_us": round(float(np.percentile(layer, 99)), 3),
+            "migrations": st.migrations,
+            "prefix_cache_evictions": st.cache_evictions,
+            "pool_pages": self.kv.pool.num_pages,
+            "peak_hbm_used_gib": round(st.peak_used_bytes / GIB, 3),
+            "max_rel_error": float(f"{st.max_rel_error:.3g}"),
+        })
+        out.update(deployment_summary(spec, self.placement))
+        return out

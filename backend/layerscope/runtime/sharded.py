@@ -1,0 +1,197 @@
+"""One GPU of a deployment: the runtime's layer on the GPU's shard, plus the collectives and what runs once per
+step outside the 94 layers.
+
+    ShardedRuntime(base, deployment, gpu).prefill_chunk / decode_step(shard, ...)   the layer, with
+        all_reduce after o_proj (RowParallelLinear) and after the MoE (FusedMoE reduce_results), stream "comm"
+    step_extras(model, shard, deployment, gpu, tokens, seqs) -> StepExtras      once per engine step:
+        embedding (vocab-split lookup + all-reduce), final norm, lm_head (vocab-split) + all-gather of the
+        logits, sampling; and the engine's host time per step
+
+Expert parallelism with tensor-parallel attention (no data-parallel attention): every GPU holds all the step's
+tokens, computes its E/ep experts, and the MoE ends with the same all-reduce as moe_tp would (vLLM uses the
+all-to-all dispatch/combine kernels only when data_parallel_size > 1; FusedMoE.use_all2all_kernels). So no
+ep_dispatch / ep_combine kernels appear: data-parallel attention is not modelled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from layerscope.hardware.collectives import CollectiveCost, all_gather_us, all_reduce_us
+from layerscope.hardware.cost import CostModel
+from layerscope.hardware.gpus import GPU
+from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.model.config import PRESETS, ModelConfig
+from layerscope.runtime.deployment import shard
+from layerscope.runtime.kernels import Kernel, Scope
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, get_runtime
+from layerscope.runtime.vllm import GEMM_NAMES
+
+if TYPE_CHECKING:
+    from layerscope.scenario import DeploymentSpec, ScenarioSpec
+
+COMM = "comm"
+MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_capture_sizes up to 512)
+# An eager kernel cannot finish before the host has issued it: one PyTorch op through the dispatcher plus
+# cudaLaunchKernel costs on the order of 10 us of CPU time (an assumed typical figure for a modern x86 host, not
+# measured here); with CUDA graphs the launches are replayed by the GPU and only the fitted per-kernel launch
+# cost (hardware/cost.py FITTED.launch_us) remains.
+EAGER_LAUNCH_FLOOR_US = 10.0
+# The engine's host work per step (schedule, prepare inputs, process outputs). Synchronous: vLLM issue #10634
+# measured a 5-6 ms gap between decode steps at batch 256 (Llama-2-7B, v1 engine); taken as 0.5 ms + 20 us per
+# sequence (256 -> 5.6 ms; the 0.5 ms floor is an assumption). With CUDA graphs and async scheduling (vLLM PR
+# #19970, fully overlapped in PR #23569) the host runs a step ahead and only the token hand-over is exposed:
+# 0.25 ms, the 200-300 us the same issue estimates.
+HOST_SYNC_BASE_US = 500.0
+HOST_SYNC_PER_SEQ_US = 20.0
+HOST_ASYNC_EXPOSED_US = 250.0
+
+
+def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float, n: int,
+                      scope: Scope = "layer") -> Kernel:
+    """A collective as the timeline shows it: fixed time from the measured tables, message size in its shapes."""
+    return Kernel(
+        name,
+        stage,
+        "collective",
+        0.0,
+        0.0,
+        shapes=f"{nbytes:,.0f} B over {n} GPUs ({cost.algorithm}; {cost.source})",
+        stream=COMM,
+        own_launch=False,  # the measured times include the launch
+        fixed_us=cost.time_us,
+        scope=scope,
+    )
+
+
+def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
+    """The runtime plan and the model shapes a scenario's engine plans with: one GPU's shard under a deployment,
+    the whole layer without one."""
+    full = PRESETS[spec.model]
+    base = get_runtime(spec.runtime)
+    if spec.deployment is None:
+        return base, full
+    return ShardedRuntime(base, spec.deployment, gpu_preset(spec.gpu), full), shard(full, spec.deployment)
+
+
+class ShardedRuntime(RuntimePlan):
+    """A runtime plan on one GPU of a deployment; the model it is given is that GPU's shard (deployment.shard)."""
+
+    def __init__(self, base: RuntimePlan, deployment: DeploymentSpec, gpu: GPU, full: ModelConfig) -> None:
+        self.base = base
+        self.full = full  # the whole model (vocabulary, router width) the shard comes from
+        self.dep = deployment
+        self.gpu = gpu
+        self.cost = CostModel(gpu)
+        self.name = base.name
+        self.default_page_size = base.default_page_size
+
+    def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
+        ks = self.base.prefill_chunk(model, tokens, context_before, self.dep.weight_dtype)
+        return self._finish(model, ks, tokens)
+
+    def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
+        ks = self.base.decode_step(model, context_len, batch, self.dep.weight_dtype)
+        return self._finish(model, ks, batch)
+
+    def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
+        return self._finish(model, ks, sum(n for n, _ in batch))
+
+    def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
+        """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
+        fixed-time kernel on stream "host"): once per model step."""
+        tokens = sum(n for n, _ in batch)
+        extras = step_extras(self.full, model, self.dep, self.gpu, tokens, len(batch))
+        host = Kernel("engine step (schedule, prepare inputs, outputs)", "host", "overhead", 0.0, 0.0,
+                      shapes=f"{len(batch)} sequences; {'overlapped' if self.dep.cuda_graphs else 'synchronous'}",
+                      stream="host", own_launch=False, fixed_us=extras.host_us, scope="model")
+        return [*self.launch_floors(extras.kernels, tokens), host]
+
+    def switch_over(self, model: ModelConfig) -> list[Kernel]:
+        return self.base.switch_over(model)
+
+    def stage_info(self, stage: str) -> tuple[str, str]:
+        return self.base.stage_info(stage)
+
+    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
+        return self.launch_floors(self.with_collectives(model, kernels, tokens), tokens)
+
+    def with_collectives(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
+        """An all-reduce of the [tokens, hidden] bf16 activations after the attention output projection and after
+        the MLP/MoE, where each GPU holds a partial sum."""
+        n = self.dep.tp
+        if n == 1:
+            return kernels
+        nbytes = tokens * model.hidden_size * ACT_BYTES
+        cost = all_reduce_us(self.gpu, n, nbytes, self._graphs(tokens))
+        after = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down_proj": "mlp_all_reduce"}
+        last = {k.stage: i for i, k in enumerate(kernels)}
+        out = []
+        for i, k in enumerate(kernels):
+            out.append(k)
+            if k.stage in after and last[k.stage] == i:
+                out.append(collective_kernel("all_reduce", after[k.stage], cost, nbytes, n))
+        return out
+
+    def launch_floors(self, kernels: list[Kernel], tokens: int) -> list[Kernel]:
+        """Eager launches (no CUDA graphs, or more tokens than the largest captured graph) last at least the
+        host's time to issue them."""
+        if self._graphs(tokens):
+            return kernels
+        out = []
+        for k in kernels:
+            t = self.cost.cost(k).time_us
+            out.append(replace(k, fixed_us=k.fixed_us + EAGER_LAUNCH_FLOOR_US - t) if t < EAGER_LAUNCH_FLOOR_US else k)
+        return out
+
+    def _graphs(self, tokens: int) -> bool:
+        return self.dep.cuda_graphs and tokens <= MAX_CAPTURE_TOKENS
+
+
+@dataclass(frozen=True)
+class StepExtras:
+    """What one engine step pays outside the decoder layers."""
+
+    kernels: list[Kernel]  # embedding, final norm, lm_head, logits gather, sampling (one GPU, once per step)
+    host_us: float  # the engine's host time the GPU waits for (exposed part only)
+
+
+def host_step_us(num_seqs: int, overlapped: bool) -> float:
+    if overlapped:
+        return HOST_ASYNC_EXPOSED_US
+    return HOST_SYNC_BASE_US + HOST_SYNC_PER_SEQ_US * num_seqs
+
+
+def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | None, gpu: GPU, tokens: int,
+                seqs: int) -> StepExtras:
+    """Kernels run once per step: `tokens` scheduled tokens, `seqs` of which are sampled (one per sequence).
+
+    Embedding: each GPU looks up the rows of its vocabulary slice (others masked to zero), then an all-reduce
+    (VocabParallelEmbedding). lm_head: each GPU computes logits for its slice, all-gathered to the whole
+    vocabulary before sampling (vLLM's LogitsProcessor). Sampling: softmax / top-k / top-p over [seqs, vocab]
+    fp32 (three passes). Without a deployment: one GPU, eager launches excluded, synchronous host time."""
+    h, v_local, v = model.hidden_size, local.vocab_size, model.vocab_size
+    tp = dep.tp if dep is not None else 1
+    graphs = dep is not None and dep.cuda_graphs and tokens <= MAX_CAPTURE_TOKENS
+    act = tokens * h * ACT_BYTES
+    ks = [
+        Kernel("indexSelectLargeIndex", "embedding", "memory", 0.0, 2 * act + tokens * 8.0,
+               shapes=f"rows of [{v_local},{h}] for {tokens} tokens", ctas=tokens, scope="model"),
+    ]
+    if tp > 1:
+        cost = all_reduce_us(gpu, tp, act, graphs)
+        ks.append(collective_kernel("all_reduce", "embedding_all_reduce", cost, act, tp, scope="model"))
+    ks.append(Kernel("rms_norm_kernel", "final_norm", "norm", 4.0 * tokens * h, 2 * act + 2 * h,
+                     shapes=f"[{tokens},{h}]", ctas=tokens, scope="model"))
+    w = "bf16"  # the FP8 checkpoint keeps lm_head in bf16
+    ks.append(replace(gemm_kernel(GEMM_NAMES[w], "lm_head", seqs, v_local, h, w), scope="model"))
+    if tp > 1:
+        logits = seqs * v * ACT_BYTES
+        cost = all_gather_us(gpu, tp, logits)
+        ks.append(collective_kernel("all_gather", "logits_all_gather", cost, logits, tp, scope="model"))
+    ks.append(Kernel("sampler (softmax, top-k/top-p, argmax)", "sampling", "elementwise", 5.0 * seqs * v,
+                     3 * seqs * v * 4.0, shapes=f"logits[{seqs},{v}] fp32", ctas=seqs, scope="model"))
+    overlapped = dep is not None and dep.cuda_graphs
+    return StepExtras(kernels=ks, host_us=host_step_us(seqs, overlapped))

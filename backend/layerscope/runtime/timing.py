@@ -1,0 +1,95 @@
+"""Timing: prices kernels with the cost model and lays them on streams, emitting one kernel event per launch.
+
+    kernels ─▶ CostModel.cost (memoised per (kernel, env)) ─▶ start = max(data dependency, stream free)
+            ─▶ KernelEvent ─▶ the stream is busy until start + time
+
+Compute kernels run one after another (each depends on the one before); a "copy" stream kernel (migrations,
+re-fetches) runs beside the compute it follows and does not hold it up. The article's fused decode stages
+share their own stream "decode_fused" and follow each other on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from layerscope.events import KernelEvent, trusted_event
+from layerscope.hardware.cost import CostModel
+from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
+
+COPY = "copy"
+PLAIN_ENV = CostEnv()
+
+
+class Timing:
+    def __init__(self, cost_model: CostModel, emit: Callable[[Any], None]) -> None:
+        self.cost_model = cost_model
+        self.emit = emit
+        self.streams: dict[str, float] = {}  # stream -> time it is free
+        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
+        self._by_id: dict[int, tuple[Kernel, KernelCost]] = {}
+
+    def stream_free(self, stream: str) -> float:
+        return self.streams.get(stream, 0.0)
+
+    def cost(self, k: Kernel, env: CostEnv = PLAIN_ENV) -> KernelCost:
+        if env is PLAIN_ENV:  # the same Kernel object again (a plan's memoised kernels): skip hashing its fields
+            hit = self._by_id.get(id(k))
+            if hit is not None and hit[0] is k:
+                return hit[1]
+            c = self._cost(k, env)
+            self._by_id[id(k)] = (k, c)  # holds k, so its id is not reused while the entry lives
+            return c
+        return self._cost(k, env)
+
+    def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
+        key = (k, env)
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = self.cost_model.cost(k, env)
+        return c
+
+    def launch(
+        self,
+        kernels: list[Kernel],
+        t: float,
+        phase: str,
+        env: Callable[[Kernel], CostEnv] | None = None,
+        chunk: int | None = None,
+        step: int | None = None,
+        stages: dict[str, float] | None = None,
+        costs: list[KernelCost] | None = None,
+    ) -> float:
+        """Lay kernels end to end from time t (a copy-stream kernel runs beside the compute it follows);
+        returns when the last one ends."""
+        dep = t  # end of the last non-copy kernel: the data dependency
+        end = t
+        for k in kernels:
+            c = self.cost(k, env(k) if env is not None else PLAIN_ENV)
+            start = max(dep, self.stream_free(k.stream))
+            self.kernel_event(c, phase, start, chunk, step)
+            finish = start + c.time_us
+            self.streams[k.stream] = finish
+            if k.stream != COPY:
+                dep = finish
+            end = max(end, finish)
+            if costs is not None:
+                costs.append(c)
+            if stages is not None:
+                stages[k.stage] = stages.get(k.stage, 0.0) + c.time_us
+        return end
+
+    def copy(self, c: KernelCost, t: float, phase: str, step: int | None = None) -> float:
+        """A copy-stream kernel issued at t: starts when the copy engine is free; returns its start."""
+        start = max(t, self.stream_free(COPY))
+        self.kernel_event(c, phase, start, None, step)
+        self.streams[COPY] = start + c.time_us
+        return start
+
+    def kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
+        k = c.kernel
+        self.emit(trusted_event(KernelEvent, {
+            "t_us": float(start), "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind,
+            "phase": phase, "stream": k.stream, "start_us": float(start), "dur_us": float(c.time_us),
+            "flops": float(k.flops), "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util),
+            "l2_hit": float(c.l2_hit), "chunk": chunk, "step": step, "shapes": k.shapes, "scope": k.scope}))

@@ -1,0 +1,171 @@
+"""The workload: requests with arrival times, lengths and token ids, from `vllm bench serve` semantics or a trace.
+
+    synthetic   like `--dataset-name random`: lengths uniform in [L(1-r), L(1+r)] (output at least 1), the
+                shared prefix of `shared_prefix_len` tokens before each prompt, token ids
+                (offset_i + i + j) mod vocab after it; arrivals all at t=0 (request_rate inf) or Poisson
+                (exponential gaps of mean 1/rate, as the benchmark's gamma with burstiness 1)
+    trace       CSV   TIMESTAMP,ContextTokens,GeneratedTokens  (Azure LLM inference traces; TIMESTAMP a date
+                      and time or seconds)
+                JSONL {"timestamp": ms, "input_length": n, "output_length": n} per line (Mooncake traces)
+                times are taken relative to the first row; the shared prefix comes on top of each input.
+
+Same spec, same requests: everything comes from one numpy Generator seeded with workload.seed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from layerscope.runtime.request import Request
+from layerscope.scenario import MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_WORKLOAD_TOKENS, WorkloadSpec
+
+MAX_TRACE_BYTES = 4 * 1024 * 1024  # a trace file is read whole: a few MB bounds the memory it takes
+CSV_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+JSONL_FIELDS = ("timestamp", "input_length", "output_length")
+
+
+class TraceError(ValueError):
+    """A trace file could not be read; the message names the file, the line and the column."""
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    t_s: float  # seconds after the first row
+    input_len: int
+    output_len: int
+
+
+def make_requests(w: WorkloadSpec, vocab_size: int) -> list[Request]:
+    rng = np.random.default_rng(w.seed)
+    if w.trace is not None:
+        rows = load_trace(Path(w.trace))
+        arrivals = [r.t_s * 1e6 for r in rows]
+        inputs = [r.input_len for r in rows]
+        outputs = [r.output_len for r in rows]
+    else:
+        n, r = w.num_requests, w.range_ratio
+        inputs = _lengths(rng, w.input_len, r, n, low=1)
+        outputs = _lengths(rng, w.output_len, r, n, low=1)
+        arrivals = _arrivals(rng, n, w.request_rate)
+    prefix = rng.integers(0, vocab_size, size=w.shared_prefix_len, dtype=np.int64)
+    offsets = rng.integers(0, vocab_size, size=len(inputs), dtype=np.int64)
+    out = []
+    for i, (t, n_in, n_out) in enumerate(zip(arrivals, inputs, outputs, strict=True)):
+        own = (offsets[i] + i + np.arange(n_in + n_out, dtype=np.int64)) % vocab_size  # prompt, then outputs
+        ids = np.concatenate([prefix, own]).astype(np.int32)
+        out.append(Request(i, float(t), w.shared_prefix_len + n_in, n_out, ids))
+    return out
+
+
+def _lengths(rng: np.random.Generator, mean: int, r: float, n: int, low: int) -> list[int]:
+    lo, hi = max(low, int(mean * (1 - r))), max(low, int(mean * (1 + r)))
+    return [int(x) for x in rng.integers(lo, hi + 1, size=n)]
+
+
+def _arrivals(rng: np.random.Generator, n: int, rate: float) -> list[float]:
+    """Send times in microseconds: all at 0, or a Poisson process (the first request at 0, as the benchmark)."""
+    if math.isinf(rate):
+        return [0.0] * n
+    gaps = rng.exponential(1.0 / rate, size=n) * 1e6
+    gaps[0] = 0.0
+    return [float(t) for t in np.cumsum(gaps)]
+
+
+# -- traces ---------------------------------------------------------------------------------------------------------
+def load_trace(path: Path) -> list[TraceRow]:
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read the trace: {e.strerror}") from None
+    if size > MAX_TRACE_BYTES:
+        raise TraceError(f"{path}: {size} bytes; a trace may be at most {MAX_TRACE_BYTES} bytes")
+    text = path.read_text(encoding="utf-8", errors="replace")
+    rows = parse_jsonl(text, str(path)) if path.suffix in (".jsonl", ".json") else parse_csv(text, str(path))
+    if not rows:
+        raise TraceError(f"{path}: the trace has no requests")
+    if len(rows) > MAX_REQUESTS:
+        raise TraceError(f"{path}: {len(rows)} requests; a trace may hold at most {MAX_REQUESTS}")
+    total = sum(r.input_len + r.output_len for r in rows)
+    if total > MAX_WORKLOAD_TOKENS:
+        raise TraceError(f"{path}: {total} tokens in all; the limit is {MAX_WORKLOAD_TOKENS}")
+    t0 = rows[0].t_s
+    return [TraceRow(r.t_s - t0, r.input_len, r.output_len) for r in rows]
+
+
+def parse_csv(text: str, source: str = "trace") -> list[TraceRow]:
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader, None)
+    if header is None or tuple(h.strip() for h in header[:3]) != CSV_COLUMNS:
+        raise TraceError(f"{source}: line 1: expected the header {','.join(CSV_COLUMNS)}")
+    rows = []
+    for line, cells in enumerate(reader, start=2):
+        if not cells:
+            continue
+        if len(cells) < 3:
+            raise TraceError(f"{source}: line {line}: expected 3 columns ({','.join(CSV_COLUMNS)}), got {len(cells)}")
+        t = _time(cells[0], source, line)
+        n_in = _count(cells[1], source, line, "ContextTokens", low=1)
+        n_out = _count(cells[2], source, line, "GeneratedTokens", low=1)
+        rows.append(_ordered(rows, TraceRow(t, n_in, n_out), source, line, "TIMESTAMP"))
+    return rows
+
+
+def parse_jsonl(text: str, source: str = "trace") -> list[TraceRow]:
+    rows = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise TraceError(f"{source}: line {line}: not JSON: {e.msg}") from None
+        if not isinstance(obj, dict):
+            raise TraceError(f"{source}: line {line}: expected an object with {', '.join(JSONL_FIELDS)}")
+        missing = [f for f in JSONL_FIELDS if f not in obj]
+        if missing:
+            raise TraceError(f"{source}: line {line}, column {missing[0]!r}: missing")
+        t = obj["timestamp"]
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+            raise TraceError(f"{source}: line {line}, column 'timestamp': expected milliseconds >= 0, got {t!r}")
+        n_in = _count(obj["input_length"], source, line, "input_length", low=1)
+        n_out = _count(obj["output_length"], source, line, "output_length", low=1)
+        rows.append(_ordered(rows, TraceRow(t / 1000.0, n_in, n_out), source, line, "timestamp"))
+    return rows
+
+
+def _time(cell: str, source: str, line: int) -> float:
+    s = cell.strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    try:
+        when = datetime.fromisoformat(s)
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # naive: UTC, never local time
+    except ValueError:
+        raise TraceError(f"{source}: line {line}, column 'TIMESTAMP': not a date-time or seconds: {s!r}") from None
+
+
+def _count(v: object, source: str, line: int, column: str, low: int) -> int:
+    try:
+        n = int(v.strip()) if isinstance(v, str) else v  # type: ignore[union-attr]
+    except ValueError:
+        n = None
+    if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= MAX_REQUEST_TOKENS:
+        raise TraceError(f"{source}: line {line}, column {column!r}: expected an integer in "
+                         f"[{low}, {MAX_REQUEST_TOKENS}], got {v!r}")
+    return n
+
+
+def _ordered(rows: list[TraceRow], row: TraceRow, source: str, line: int, column: str) -> TraceRow:
+    if rows and row.t_s < rows[-1].t_s:
+        raise TraceError(f"{source}: line {line}, column {column!r}: time goes backwards")
+    return row

@@ -1,0 +1,114 @@
+"""Simulated vs published serving measurements of Qwen3 MoE models (sources in bench/README.md).
+
+Nothing here was fitted: the cost model's constants come from `layerscope calibrate` on Vidur's Llama-2-7B kernel
+profiles, so every row below is held out. Prints one JSON line (the error table and the simulator's wall time).
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_validation.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from layerscope.runtime.engine import simulate
+from layerscope.scenario import ScenarioSpec
+
+
+@dataclass(frozen=True)
+class Measured:
+    source: str  # key of the source table in bench/README.md
+    label: str
+    model: str
+    gpu: str
+    deployment: dict[str, Any]
+    workload: dict[str, Any]
+    metrics: dict[str, float]  # vLLM result keys -> measured value
+    scheduler: dict[str, Any] = field(default_factory=dict)
+
+
+# [T] tenstorrent/tt-inference-server#340: vLLM on one A100 80GB, Qwen3-30B-A3B, one request at a time.
+T = [
+    Measured("T", f"Qwen3-30B-A3B 1xA100 conc 1, {isl}/{osl}", "qwen3-30b-a3b", "a100-80g-sxm", {"tp": 1},
+             {"num_requests": n, "input_len": isl, "output_len": osl, "max_concurrency": 1},
+             {"mean_ttft_ms": ttft, "mean_tpot_ms": tpot})
+    for isl, osl, n, ttft, tpot in [
+        (128, 128, 8, 35.7, 9.6), (128, 1024, 4, 27.0, 9.7), (1024, 128, 4, 70.3, 9.8), (2048, 128, 4, 81.0, 9.9),
+        (3072, 128, 4, 90.2, 10.1), (4096, 128, 2, 75.2, 10.3), (8192, 128, 2, 227.0, 10.6),
+    ]
+]
+# [G] GPUStack performance lab, Qwen3-235B-A22B-Instruct-2507 on H100, vLLM v0.11.0, all prompts at once.
+# max_num_seqs 1024: vLLM V1's default for the OpenAI server on >= 70 GiB GPUs (an assumption about that run).
+G_SCHED = {"max_num_seqs": 1024}
+G = [
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+             {"num_requests": 500, "input_len": 2000, "output_len": 100},
+             {"duration": 43.91, "median_ttft_ms": 20242.32, "median_tpot_ms": 108.64, "mean_tpot_ms": 101.08,
+              "total_token_throughput": 23858.69}, G_SCHED),
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+             {"num_requests": 500, "input_len": 4000, "output_len": 200},
+             {"median_ttft_ms": 48562.54, "median_tpot_ms": 72.58, "mean_tpot_ms": 68.94,
+              "total_token_throughput": 21113.53}, G_SCHED),
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+             {"num_requests": 100, "input_len": 32000, "output_len": 100},
+             {"duration": 141.60, "median_ttft_ms": 70737.29, "median_tpot_ms": 134.49,
+              "total_token_throughput": 22657.51}, G_SCHED),
+    Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 2000/100, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
+             {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 2000, "output_len": 100},
+             {"duration": 55.28, "median_ttft_ms": 26155.54, "median_tpot_ms": 140.65},
+             {**G_SCHED, "max_num_batched_tokens": 16384}),
+    Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 4000/200, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
+             {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 4000, "output_len": 200},
+             {"duration": 126.76, "median_ttft_ms": 61048.35, "median_tpot_ms": 94.78},
+             {**G_SCHED, "max_num_batched_tokens": 16384}),
+]
+
+
+def spec_of(m: Measured) -> ScenarioSpec:
+    return ScenarioSpec(name="validation", model=m.model, gpu=m.gpu, runtime="vllm", deployment=m.deployment,
+                        workload=m.workload, scheduler=m.scheduler or {})
+
+
+def run(rows: list[Measured]) -> list[dict[str, Any]]:
+    out = []
+    for m in rows:
+        t0 = time.perf_counter()
+        s = simulate(spec_of(m)).summary
+        wall = time.perf_counter() - t0
+        for key, want in m.metrics.items():
+            got = float(s[key])
+            out.append({"source": m.source, "case": m.label, "metric": key, "measured": want,
+                        "simulated": round(got, 2), "rel_error": round(got / want - 1, 3),
+                        "sim_wall_s": round(wall, 2)})
+    return out
+
+
+def sweep_point_speed(runs: int = 3) -> float:
+    """Wall time of one 64-request sweep point: the serving-64-h200-tp8 workload without its compare run."""
+    spec = ScenarioSpec(name="speed", gpu="h200", deployment={"tp": 8},
+                        workload={"num_requests": 64, "input_len": 1024, "output_len": 256, "max_concurrency": 64})
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        simulate(spec)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true", help="the one-GPU rows only")
+    args = p.parse_args()
+    rows = run(T if args.quick else T + G)
+    tpot = [abs(r["rel_error"]) for r in rows if r["metric"] in ("median_tpot_ms", "mean_tpot_ms")]
+    print(json.dumps({"bench": "validation", "rows": rows,
+                      "tpot_abs_error_median": round(statistics.median(tpot), 3),
+                      "sweep_point_64_requests_wall_s": round(sweep_point_speed(), 3)}))
+
+
+if __name__ == "__main__":
+    main()

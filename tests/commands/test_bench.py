@@ -1,0 +1,61 @@
+"""`layerscope bench`: vllm bench serve's flags, its result block, the saved JSON keys, --compare-to."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from layerscope.cli import main
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "vllm_bench_serve_result.json"
+SMALL = ["--gpu", "h200", "--tp", "8", "--random-input-len", "256", "--random-output-len", "16", "--num-prompts", "8"]
+# `vllm bench serve --save-result` keys the contract lists (plus LayerScope's two serving extras).
+KEYS = {"completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+        "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms",
+        "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms",
+        "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms", "num_preemptions", "prefix_cache_hit_rate"}
+
+
+def test_bench_json_has_vllms_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *SMALL, "--max-concurrency", "4", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert KEYS <= set(r)
+    assert r["completed"] == 8 and r["total_input_tokens"] == 8 * 256 and r["total_output_tokens"] == 8 * 16
+    assert r["max_concurrency"] == 4 and r["tensor_parallel_size"] == 8 and r["request_rate"] == "inf"
+    assert r["output_throughput"] == pytest.approx(r["total_output_tokens"] / r["duration"], rel=1e-3)
+
+
+def test_bench_prints_the_result_block_and_compares(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *SMALL, "--compare-to", str(FIXTURE)]) == 0
+    text = capsys.readouterr().out
+    assert "============ Serving Benchmark Result ============" in text
+    assert "Successful requests:                     8" in text
+    assert "Median TPOT (ms):" in text
+    assert "Measured vs simulated" in text and "median_tpot_ms" in text and "%" in text
+
+
+def test_bench_compare_json_gives_relative_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", *SMALL, "--json", "--compare-to", str(FIXTURE)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    rows = {row["metric"]: row for row in r["compare_to"]["rows"]}
+    tpot = rows["median_tpot_ms"]
+    assert tpot["measured"] == 9.6 and tpot["simulated"] == r["median_tpot_ms"]
+    assert tpot["rel_error"] == pytest.approx(r["median_tpot_ms"] / 9.6 - 1)
+
+
+def test_bench_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--gpu", "h100-sxm", "--tp", "4", "--num-prompts", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "weights need 109.5 GiB per GPU at tp=4" in err
+    assert main(["bench", *SMALL, "--percentile-metrics", "ttft,bogus"]) == 2
+    assert "--percentile-metrics" in capsys.readouterr().err
+
+
+def test_bench_starts_from_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--scenario", "serving-64-h200-tp8", "--num-prompts", "8", "--random-output-len", "8", "--json"]
+    assert main(args) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["tensor_parallel_size"] == 8 and r["max_concurrency"] == 64  # the scenario's deployment and cap
+    assert r["completed"] == 8 and r["total_input_tokens"] == 8 * 1024 and r["total_output_tokens"] == 8 * 8

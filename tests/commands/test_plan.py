@@ -1,0 +1,49 @@
+"""`layerscope plan`: vLLM's startup lines, the JSON per GPU, and one-line refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from layerscope.cli import main
+from layerscope.hardware.gpus import gpu
+from layerscope.model.config import preset
+from layerscope.runtime.deployment import place
+from layerscope.scenario import DeploymentSpec
+
+
+def test_plan_json_gives_the_placement_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--gpu", "h200", "--tp", "8", "--max-num-batched-tokens", "4096", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    want = place(preset("qwen3-235b-a22b"), gpu("h200"), DeploymentSpec(tp=8), 4096).per_gpu()
+    assert out["per_gpu"] == want
+    assert set(want) >= {"weights_gib", "activation_gib", "cuda_graph_gib", "kv_cache_gib", "kv_tokens",
+                         "kv_bytes_per_token", "max_concurrency"}
+    assert out["shard"]["kv_heads"] == 1 and out["shard"]["kv_replication"] == 2
+    assert out["per_gpu"]["weights_gib"] == 54.91
+
+
+def test_plan_prints_vllm_log_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--gpu", "h200", "--tp", "4", "--weight-dtype", "fp8", "--max-model-len", "32768"]) == 0
+    text = capsys.readouterr().out
+    assert "Available KV cache memory: " in text and " GiB" in text
+    assert "GPU KV cache size: " in text and " tokens" in text
+    assert "Maximum concurrency for 32,768 tokens per request: " in text
+
+
+def test_plan_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--gpu", "h100-sxm", "--tp", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "weights need 109.5 GiB per GPU at tp=4 in bf16" in err
+    assert main(["plan", "--tp", "8", "--ep", "3"]) == 2
+    assert "ep=3 must divide tp=8" in capsys.readouterr().err
+
+
+def test_topology_of_a_deployment_shows_its_collectives(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "real-qwen3-235b-h200", "--json"]) == 0
+    topo = json.loads(capsys.readouterr().out)
+    for phase in ("prefill", "decode"):
+        nodes = {n["id"]: n for n in topo[phase]["nodes"]}
+        assert nodes["attn_all_reduce"]["kernels"] == ["all_reduce"]
+        assert nodes["moe_all_reduce"]["kind"] == "collective" and nodes["moe_all_reduce"]["bound"] == "latency"

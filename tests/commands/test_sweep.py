@@ -1,0 +1,47 @@
+"""`layerscope sweep`: the grid table, --json, --html, and the chunk-size sweep that predates it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from layerscope.cli import main
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> str:
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({"name": "s", "gpu": "h200", "prompt_len": 256, "decode_steps": 4,
+                                    "chunk_size": 2048, "deployment": {"tp": 8}}))
+    return str(path)
+
+
+def test_grid_json_and_html(scenario: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    html = tmp_path / "pareto.html"
+    assert main(["sweep", scenario, "--grid", "deployment.tp=4,8", "--json", "--html", str(html)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["grid"] == {"deployment.tp": [4, 8]}
+    assert {"set", "summary", "output_throughput_per_gpu", "median_tpot_ms", "pareto"} <= set(out["points"][0])
+    page = html.read_text()
+    assert "Pareto front" in page and "plotly" in page.lower()
+
+
+def test_grid_table_marks_refusals(scenario: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", scenario, "--grid", "deployment.tp=2,8"]) == 0
+    text = capsys.readouterr().out
+    assert "refused: " in text and "weights need 219.0 GiB" in text
+
+
+def test_bad_grid_is_one_line(scenario: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", scenario, "--grid", "deployment.tp"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["sweep", scenario, "--grid", "deployment.tp=8", "--jobs", "0"]) == 2
+
+
+def test_chunk_sizes_keep_working(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "chunk-size-sweep-numa", "--chunk-sizes", "2048,4096", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["chunk_size"] for r in out["rows"]] == [2048, 4096]

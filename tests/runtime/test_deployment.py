@@ -1,0 +1,134 @@
+"""Deployment: one GPU's shard, and its memory placement checked against a hand computation."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.hardware.gpus import GiB, gpu
+from layerscope.model.config import preset
+from layerscope.runtime.deployment import (
+    BLOCK_SIZE,
+    CUDA_GRAPH_GIB,
+    NON_TORCH_GIB,
+    DeploymentError,
+    kv_replication,
+    place,
+    shard,
+)
+from layerscope.scenario import DeploymentSpec, ScenarioSpec
+
+QWEN = preset("qwen3-235b-a22b")
+
+
+def test_tp8_splits_heads_and_replicates_the_four_kv_heads() -> None:
+    local = shard(QWEN, DeploymentSpec(tp=8))
+    assert local.num_attention_heads == 8
+    assert local.num_key_value_heads == 1  # 4 KV heads over 8 GPUs: one each, every head on 2 GPUs
+    assert kv_replication(QWEN, 8) == 2 and kv_replication(QWEN, 4) == 1
+    assert local.num_experts == 128 and local.moe_intermediate_size == 192  # moe_tp = 8
+    assert local.vocab_size == 151936 // 8
+    assert local.hidden_size == QWEN.hidden_size and local.num_hidden_layers == 94
+
+
+def test_expert_parallel_keeps_the_distinct_expert_formula() -> None:
+    local = shard(QWEN, DeploymentSpec(tp=8, ep=8))
+    assert (local.num_experts, local.num_experts_per_tok, local.moe_intermediate_size) == (16, 1, 1536)
+    for n in (1, 7, 64, 4096):  # each GPU sees 1/ep of the experts the batch touches
+        whole = expected_distinct_experts(n, 128, 8)
+        assert expected_distinct_experts(n, local.num_experts, local.num_experts_per_tok) * 8 == pytest.approx(whole)
+
+
+def test_placement_matches_a_hand_computation() -> None:
+    p = place(QWEN, gpu("h200"), DeploymentSpec(tp=8), max_num_batched_tokens=8192)
+    # Weights of one layer on one GPU (parameters): q 4096x1024, k and v 4096x128 each, o 1024x4096,
+    # norms 2x4096 + q/k norm 2x128, 128 experts x 3 x 4096 x 192, router 4096x128; bf16.
+    layer = 4096 * 1024 + 2 * 4096 * 128 + 1024 * 4096 + 2 * 4096 + 2 * 128 + 128 * 3 * 4096 * 192 + 4096 * 128
+    tables = 2 * (151936 // 8) * 4096  # embedding + lm_head, vocab slice 18992
+    weights = 2 * (94 * layer + tables + 4096)
+    assert p.weights_bytes == weights
+    assert round(weights / GiB, 2) == 54.91
+    # KV: one KV head of 128, K and V, bf16, 94 layers.
+    assert p.kv_bytes_per_token == 94 * 2 * 128 * 2 == 48128
+    # Activation peak at 8192 tokens: hidden + residual, fused_moe caches for top-8 (384 + 192 + 4096 wide), fp32
+    # router logits; the sampler's three fp32 [256, 151936] copies.
+    act = 2 * 8192 * 4096 * 2 + 8192 * 8 * (384 + 192 + 4096) * 2 + 8192 * 128 * 4 + 3 * 256 * 151936 * 4
+    assert p.activation_bytes == act
+    budget = 0.9 * gpu("h200").memory_bytes
+    kv = budget - weights - act - CUDA_GRAPH_GIB * GiB - NON_TORCH_GIB[2] * GiB
+    assert p.kv_cache_bytes == pytest.approx(kv)
+    assert p.kv_tokens == int(kv // (BLOCK_SIZE * 48128)) * BLOCK_SIZE
+    assert p.max_concurrency == pytest.approx(p.kv_tokens / 40960)
+    lines = p.log_lines()
+    assert f"GPU KV cache size: {p.kv_tokens:,} tokens" in lines
+    assert any(line.startswith("Maximum concurrency for 40,960 tokens per request: ") for line in lines)
+
+
+def test_fp8_halves_the_expert_weights_and_adds_block_scales() -> None:
+    bf16 = place(QWEN, gpu("h200"), DeploymentSpec(tp=4))
+    fp8 = place(QWEN, gpu("h200"), DeploymentSpec(tp=4, weight_dtype="fp8"))
+    scales_per_expert = 4 * ((2 * 384 // 128) * (4096 // 128) + (4096 // 128) * (384 // 128))
+    assert fp8.weights_bytes < 0.52 * bf16.weights_bytes
+    assert fp8.weights_bytes > bf16.weights_bytes / 2  # bf16 embedding, lm_head, router and norms, plus scales
+    assert scales_per_expert > 0 and fp8.kv_tokens > bf16.kv_tokens
+
+
+def test_weights_that_do_not_fit_are_refused_with_advice() -> None:
+    with pytest.raises(DeploymentError) as e:
+        place(QWEN, gpu("h100-sxm"), DeploymentSpec(tp=4))
+    assert str(e.value) == ("weights need 109.5 GiB per GPU at tp=4 in bf16; an h100-sxm has 79.2 GiB: "
+                            "use tp>=8 or weight_dtype=fp8")
+
+
+def test_a_scenario_with_a_deployment_that_does_not_fit_is_a_validation_error() -> None:
+    with pytest.raises(ValidationError, match="weights need 109.5 GiB per GPU at tp=4"):
+        ScenarioSpec(gpu="h100-sxm", deployment={"tp": 4})
+    with pytest.raises(ValidationError, match="multiple of 128"):  # 1536 / 8 = 192: vLLM refuses fp8 blocks too
+        ScenarioSpec(gpu="h200", deployment={"tp": 8, "weight_dtype": "fp8"})
+    with pytest.raises(ValidationError, match="must divide tp"):
+        ScenarioSpec(gpu="h200", deployment={"tp": 8, "ep": 3})
+    with pytest.raises(ValidationError, match="max_model_len 262144 needs"):
+        ScenarioSpec(gpu="h100-sxm", deployment={"tp": 8, "max_model_len": 262144})
+    ok = ScenarioSpec(gpu="h200", deployment={"tp": 8, "ep": 8, "weight_dtype": "fp8"})
+    assert ok.deployment is not None and ok.deployment.moe_tp == 1 and ok.free_hbm_gib is None
+
+
+def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
+    from layerscope.hardware.gpus import gpu as gpu_of
+    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.sharded import ShardedRuntime, step_extras
+
+    dep = DeploymentSpec(tp=8)
+    local = shard(QWEN, dep)
+    plan = ShardedRuntime(get_runtime("vllm"), dep, gpu_of("h200"), QWEN)
+    ks = plan.decode_step(local, 8192, batch=4)
+    comm = [k for k in ks if k.kind == "collective"]
+    assert [(k.name, k.stage, k.stream) for k in comm] == [
+        ("all_reduce", "attn_all_reduce", "comm"), ("all_reduce", "moe_all_reduce", "comm")]
+    assert all("32,768 B over 8 GPUs" in k.shapes for k in comm)  # 4 tokens x 4096 x bf16
+    stages = [k.stage for k in ks]
+    assert stages.index("attn_all_reduce") == stages.index("o_proj") + 1
+    assert stages.index("moe_all_reduce") == len(stages) - 2  # before the residual add
+    single = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=1), gpu_of("h200"), QWEN)
+    assert not [k for k in single.decode_step(QWEN, 8192, batch=4) if k.kind == "collective"]
+    extras = step_extras(QWEN, local, dep, gpu_of("h200"), tokens=4, seqs=4)
+    assert [k.stage for k in extras.kernels] == ["embedding", "embedding_all_reduce", "final_norm", "lm_head",
+                                                 "logits_all_gather", "sampling"]
+    eager = DeploymentSpec(tp=8, cuda_graphs=False)
+    assert step_extras(QWEN, local, eager, gpu_of("h200"), 4, 4).host_us > extras.host_us
+
+
+def test_eager_launches_have_a_host_floor() -> None:
+    from layerscope.hardware.cost import CostModel
+    from layerscope.hardware.gpus import gpu as gpu_of
+    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.sharded import EAGER_LAUNCH_FLOOR_US, ShardedRuntime
+
+    local = shard(QWEN, DeploymentSpec(tp=8))
+    cost = CostModel(gpu_of("h200"))
+    graphs = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8), gpu_of("h200"), QWEN).decode_step(local, 1024)
+    eager = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8, cuda_graphs=False), gpu_of("h200"), QWEN)
+    eager_ks = eager.decode_step(local, 1024)
+    assert min(cost.cost(k).time_us for k in eager_ks) >= EAGER_LAUNCH_FLOOR_US - 1e-9
+    assert min(cost.cost(k).time_us for k in graphs) < EAGER_LAUNCH_FLOOR_US
