@@ -69,3 +69,12 @@ def test_fields_exist_on_the_event_models() -> None:
     for kind, cols in FIELDS.items():
         missing = [c for c in cols if c not in models[kind].model_fields and c != "scope"]  # scope: newer engines
         assert missing == [], (kind, missing)
+
+
+def test_loaded_message_is_strict_json_with_an_infinite_request_rate() -> None:
+    from layerscope.server.session import encode_message, loaded_message
+
+    run = prepare(simulate(scn.load_preset("serving-kv-preemption")))  # workload.request_rate: inf
+    assert run.spec.workload is not None and run.spec.workload.request_rate == float("inf")
+    msg = json.loads(encode_message(loaded_message(run)), parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert msg["scenario"]["workload"]["request_rate"] == "Infinity"
