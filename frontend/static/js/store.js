@@ -49,17 +49,6 @@ export function decodeRun(run) {
   return out;
 }
 
-// one-off spans closer than `tol` merge: back-to-back one-off kernels make one break, with one label
-function mergeSpans(spans, tol = 0) {
-  const out = [];
-  for (const [a, b] of spans) {
-    const last = out[out.length - 1];
-    if (last && a <= last[1] + tol) last[1] = Math.max(last[1], b);
-    else out.push([a, b]);
-  }
-  return out;
-}
-
 export class Store {
   constructor() {
     this.ver = {}; // a counter per kind of change; a view redraws when the counters it reads moved
@@ -81,8 +70,7 @@ export class Store {
     // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two
     const end = (r) => Math.max(0, ...r.kernel.map((k) => k.start_us + k.dur_us), ...r.decode_step.map((e) => e.t_us));
     this.extent = Math.max(this.duration, ...this.runs.map(end));
-    const spans = this.runs.flatMap((r) => oneOffSpans(r.kernel)).sort((a, b) => a[0] - b[0]);
-    this.axis.load(this.extent, this.layers, mergeSpans(spans, this.extent * 0.005));
+    this.axis.load(this.extent, this.layers, oneOffSpans(this.runs));
     this.bump("axis");
     this.clear();
   }

@@ -44,8 +44,8 @@ export class MemoryView {
         });
       }
     }
-    const shapes = [...ax.breaks().shapes];
-    const annotations = [...ax.breaks().annotations];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
+    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
     const thr = s.scenario && s.scenario.low_mem_threshold_gib;
     if (thr && minFree < 2 * thr) {
       // the chunk scheduler shrinks chunks when free HBM falls below this (scenario low_mem_threshold_gib)

@@ -31,7 +31,7 @@ export class NumericsView {
     if (!hasNumerics(s)) return true;
     const ax = s.axis;
     const traces = [];
-    const shapes = [...ax.breaks().shapes];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
     const annotations = [];
     let top = FLOOR * 10;
     for (const run of s.runs) {

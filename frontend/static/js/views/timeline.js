@@ -161,7 +161,7 @@ export class TimelineView {
   shapes() {
     const s = this.store;
     const ax = s.axis;
-    const shapes = [...ax.breaks().shapes];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
     const main = s.main;
     const ph = main ? main.phase : [];
     for (let i = 0; i < ph.length; i++) {
@@ -193,7 +193,7 @@ export class TimelineView {
         ticktext: lanes.map((l) => (s.runs.length > 1 ? `<span style="color:${tickColor(l)}">${l.name}</span>` : l.name)),
       },
       shapes: this.shapes(),
-      annotations: ax.breaks().annotations,
+      annotations: ax.breaks(this.el.clientWidth).annotations,
       dragmode: "zoom",
       hovermode: "closest",
     });
