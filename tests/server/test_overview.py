@@ -78,3 +78,10 @@ def test_loaded_message_is_strict_json_with_an_infinite_request_rate() -> None:
     assert run.spec.workload is not None and run.spec.workload.request_rate == float("inf")
     msg = json.loads(encode_message(loaded_message(run)), parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
     assert msg["scenario"]["workload"]["request_rate"] == "Infinity"
+
+
+def test_a_compare_set_with_dotted_fields_labels_the_main_run() -> None:
+    spec = scn.load_preset("serving-64-h200-tp8")
+    assert spec.compare is not None and any("." in k for k in spec.compare.set)
+    label = main_label(spec)
+    assert all(f"{k}=" in label for k in spec.compare.set) and "None" not in label

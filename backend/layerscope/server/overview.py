@@ -119,4 +119,11 @@ def main_label(spec: Any) -> str:
     """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
     if spec.compare is None:
         return spec.name
-    return ", ".join(f"{k}={getattr(spec, k)}" for k in spec.compare.set) or spec.name
+    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
+
+
+def _dotted(obj: Any, path: str) -> Any:
+    """spec field by a dotted name, as compare.set names them ("workload.max_concurrency")."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj

@@ -218,7 +218,7 @@ function loop() {
     const v = plots[(turn + i) % plots.length];
     if (v.el.closest(".collapsed")) continue;
     const t0 = performance.now();
-    if (v.render()) {
+    if (v.render(store, store.axis)) {
       const name = v.constructor.name;
       stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, performance.now() - t0);
       stats.plotDraws += 1;

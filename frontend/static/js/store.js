@@ -9,7 +9,9 @@
 //   - it reads the time axis from store.axis (js/axis.js: extent, range, cursor, units, toX, xaxis()) and keeps
 //     no copy of the range: a user's zoom goes back through store.setRange(range) (null = the run's extent),
 //     the "one layer / whole model" switch through store.setUnits(units); both bump the "axis" counter;
-//   - it redraws when store.stamp([...keys, "axis"]) moved since it last drew.
+//   - it redraws when store.stamp([...keys, "axis"]) moved since it last drew;
+//   - main.js's render loop calls render(store, store.axis) on every track of its `plots` list, at most one
+//     Plotly redraw per animation frame; a new panel is one more entry in that list (and a <section> in index.html).
 
 import { TimeAxis, oneOffSpans } from "./axis.js";
 

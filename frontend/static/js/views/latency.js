@@ -33,7 +33,8 @@ export class LatencyView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;

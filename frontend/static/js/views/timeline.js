@@ -174,7 +174,8 @@ export class TimelineView {
     return shapes;
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
