@@ -39,7 +39,7 @@ def wait(page, expr: str, timeout_s: float = 60.0) -> None:
         if page.evaluate(f"() => ({expr})"):
             return
         time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {expr}")
+    raise TimeoutError(f"timed out waiting for {expr}")
 
 
 def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dict:
@@ -115,7 +115,11 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for name in names:
-                print(json.dumps(measure(browser, port, name, args.play_s, args.query)), flush=True)
+                try:
+                    line = measure(browser, port, name, args.play_s, args.query)
+                except TimeoutError as e:  # one preset that does not load or end is reported, the rest still run
+                    line = {"bench": "browser", "scenario": name, "error": str(e)}
+                print(json.dumps(line), flush=True)
             browser.close()
     finally:
         proc.send_signal(signal.SIGTERM)

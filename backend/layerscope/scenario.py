@@ -209,7 +209,11 @@ class ScenarioSpec(Strict):
         0.0, ge=0.0, le=0.95, description="fraction of pages held, scattered, by other tenants at the start"
     )
     memory_path_contention: float = Field(
-        0.0, ge=0.0, le=1.0, description="cross-socket memory-path contention (grows with a chunk's working set)"
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="host memory-path contention (two-socket host): slows traffic over the host path "
+        "(re-fetches of evicted KV pages), never GPU HBM bandwidth",
     )
     sla_ms: float = Field(10.0, gt=0.0, le=10_000.0, description="decode step latency SLA")
     numerics: bool = Field(False, description="also run the numpy layer at a scaled size on the same schedule")

@@ -145,8 +145,7 @@ def _run_ray(specs: list[str], address: str) -> list[dict[str, Any]]:
         raise ScenarioError("--ray needs Ray: pip install 'layerscope[ray]'") from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=None if address == "local" else address, num_cpus=1 if address == "local" else None,
-                 include_dashboard=False, log_to_driver=False)
+        ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(run_point)
         return ray.get([remote.remote(s) for s in specs])

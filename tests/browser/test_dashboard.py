@@ -190,7 +190,7 @@ def test_replay_a_recorded_run(page, server_url: str, tmp_path: Path) -> None:
 
 
 def _download(page, link: str, tmp_path: Path) -> tuple[str, Path]:
-    page.js("document.getElementById('files-menu').open = true")  # the downloads sit in the files menu
+    page.js("document.getElementById('files-menu').open = true")  # the download links sit in the files menu
     with page.page.expect_download() as info:
         page.page.get_by_test_id(link).click()
     download = info.value

@@ -51,3 +51,11 @@ def test_bench_refuses_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.count("\n") == 1 and "weights need 109.5 GiB per GPU at tp=4" in err
     assert main(["bench", *SMALL, "--percentile-metrics", "ttft,bogus"]) == 2
     assert "--percentile-metrics" in capsys.readouterr().err
+
+
+def test_bench_starts_from_a_scenario(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--scenario", "serving-64-h200-tp8", "--num-prompts", "8", "--random-output-len", "8", "--json"]
+    assert main(args) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["tensor_parallel_size"] == 8 and r["max_concurrency"] == 64  # the scenario's deployment and cap
+    assert r["completed"] == 8 and r["total_input_tokens"] == 8 * 1024 and r["total_output_tokens"] == 8 * 8

@@ -120,3 +120,60 @@ def test_plain_roofline_is_never_slower() -> None:
     plain, fitted = plain_roofline(H100), CostModel(H100)
     for k in get_runtime("vllm").prefill_chunk(QWEN, 1024, 0) + get_runtime("vllm").decode_step(QWEN, 4096):
         assert plain.cost(k).time_us <= fitted.cost(k).time_us
+
+
+# -- attention efficiency (published FlashAttention figures, not the GEMM efficiency) ----------------------------
+def _attn_eff(arch: str, q: int, ctx: int = 0, head_dim: int = 128, causal: bool = False) -> float:
+    from layerscope.hardware.cost import attention_efficiency
+    from layerscope.runtime.kernels import AttentionShape
+
+    return attention_efficiency(arch, AttentionShape(q, ctx, head_dim, causal))
+
+
+@pytest.mark.parametrize(
+    ("arch", "share"),
+    [("ampere", 0.73), ("hopper", 648 / 989.4), ("blackwell", 0.71)],  # FA2 on A100, FA3 on H100, FA4 on B200
+)
+def test_attention_reaches_the_published_share_of_peak(arch: str, share: float) -> None:
+    assert _attn_eff(arch, 16384) == pytest.approx(share, rel=1e-6)
+    assert _attn_eff(arch, 16384) < FITTED.gemm_eff  # attention no longer rides on the GEMM efficiency
+
+
+def test_hopper_attention_follows_fa3_at_each_published_length() -> None:
+    # FA3 paper Fig. 5, causal head_dim 128: 292, 423, 521, 579, 602, 616 TFLOP/s at 512 .. 16k
+    for seqlen, tflops in zip((512, 1024, 2048, 4096, 8192, 16384), (292, 423, 521, 579, 602, 616), strict=True):
+        assert _attn_eff("hopper", seqlen, causal=True) * 989.4 == pytest.approx(tflops, rel=1e-3)
+
+
+@pytest.mark.parametrize("arch", ["ampere", "hopper", "blackwell"])
+def test_causal_is_less_efficient_than_non_causal_at_equal_work(arch: str) -> None:
+    # causal 8192 does 8192^2 / 2 query-key products, non-causal 5793 about as many
+    assert attention_flops(8192, 0, 1, 1, causal=True) == pytest.approx(attention_flops(5793, 0, 1, 1, causal=False),
+                                                                         rel=1e-3)
+    assert _attn_eff(arch, 8192, causal=True) < _attn_eff(arch, 5793, causal=False)
+
+
+@pytest.mark.parametrize("arch", ["ampere", "hopper", "blackwell"])
+def test_short_sequences_pay_a_penalty(arch: str) -> None:
+    effs = [_attn_eff(arch, n, causal=True) for n in (64, 256, 512, 2048, 16384, 65536)]
+    assert effs == sorted(effs) and effs[0] < 0.5 * effs[-1]
+    assert effs[-1] == effs[-2]  # flat past the longest published length
+
+
+def test_head_dim_and_cached_prefix_change_the_efficiency() -> None:
+    # FA3: head_dim 64 reaches less than 128 (497 vs 648 TFLOP/s non-causal at 16k)
+    assert _attn_eff("hopper", 16384, head_dim=64) == pytest.approx(497 / 989.4, rel=1e-6)
+    # a chunk over a long cached prefix is mostly an unmasked block: closer to the non-causal figure
+    fresh, late = _attn_eff("hopper", 4096, causal=True), _attn_eff("hopper", 4096, ctx=126976, causal=True)
+    assert fresh < late <= _attn_eff("hopper", 16384)
+
+
+def test_attention_kernels_are_priced_with_the_attention_efficiency() -> None:
+    cm = CostModel(H100)
+    attn = next(k for k in get_runtime("vllm").prefill_chunk(QWEN, 4096, 28672) if k.kind == "attention")
+    assert attn.attn is not None and attn.attn.causal and attn.attn.head_dim == 128
+    achieved = attn.flops / cm.compute_us(attn) / 1e6  # TFLOP/s
+    assert achieved == pytest.approx(_attn_eff("hopper", 4096, 28672, causal=True) * 989.4, rel=1e-6)
+    assert 550 < achieved < 700  # FA3 territory, not the 0.81 x 989 = 800 TFLOP/s of a large GEMM
+    a100 = CostModel(gpu("a100-80g-sxm"))
+    assert cm.cost(attn).time_us < a100.cost(attn).time_us

@@ -47,12 +47,14 @@ def test_summary_keys_and_whole_model_scaling() -> None:
                 "num_attention_launches", "chunk_sizes", "migrations", "evictions", "alloc_failures", "compactions",
                 "over_sla_steps", "faults_injected", "faults_detected", "crc_bad_banks", "max_rel_error",
                 "nan_detected", "kv_pages", "peak_hbm_used_gib", "hint_reserved_pages", "cross_bank_reads",
-                "prefill_hbm_util", "decode_hbm_util", "prefill_l2_hit", "decode_l2_hit"):
+                "prefill_hbm_util", "decode_hbm_util"):
         assert key in s, key
     assert s["prefill_model_ms"] == pytest.approx(s["prefill_layer_us"] * 94 / 1000, rel=1e-3)
     steps = [e for e in r.events if e.kind == "decode_step"]
     assert all(e.model_latency_us == pytest.approx(e.latency_us * 94) for e in steps)  # vllm: no switch-over
     assert any(k.startswith("share_decode_") for k in s)
+    # L2 reuse is not modelled: no phase-level hit rate is presented as if it were
+    assert not {"prefill_l2_hit", "decode_l2_hit"} & set(s)
 
 
 def test_article_first_step_pays_the_switch_over() -> None:
@@ -64,6 +66,31 @@ def test_article_first_step_pays_the_switch_over() -> None:
     assert r.summary["decode_switch_over_us"] == pytest.approx(2300.0)
     fused = [e for e in r.events if e.kind == "kernel" and e.step == 1]
     assert {e.stream for e in fused} == {"decode_fused"} and len(fused) == 5
+
+
+def test_whole_model_kernels_are_paid_once_per_step_not_per_layer() -> None:
+    r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=1024, decode_steps=5, page_size=32))
+    kernels = [e for e in r.events if e.kind == "kernel"]
+    assert {e.stage for e in kernels if e.scope == "model"} == {"embedding", "switch_over"}
+    for step in [e for e in r.events if e.kind == "decode_step"]:
+        once = sum(e.dur_us for e in kernels if e.step == step.step and e.scope == "model")
+        # the embedding row is looked up once per token, not once in each of the 94 layers
+        assert step.model_latency_us == pytest.approx((step.latency_us - once) * 94 + once)
+    # shares and HBM utilisation are the layer's own: no switch-over share, no embedding share
+    assert "share_decode_switch_over" not in r.summary and "share_decode_embedding" not in r.summary
+
+
+def test_memory_path_contention_slows_host_traffic_not_hbm() -> None:
+    from layerscope import scenario
+
+    calm = scenario.load("partial-eviction-spikes")
+    runs = [simulate(calm.with_overrides({"memory_path_contention": c, "numerics": False})) for c in (0.0, 1.0)]
+    assert runs[0].summary["prefill_layer_us"] == runs[1].summary["prefill_layer_us"]  # HBM kernels untouched
+    refetch = [[e.dur_us for e in r.events if e.kind == "kernel" and e.name == "kv_page_refetch"] for r in runs]
+    assert refetch[0] and len(refetch[0]) == len(refetch[1])
+    assert all(b > a for a, b in zip(refetch[0], refetch[1], strict=True))  # host-link re-fetches slow down
+    prefill = [[e.dur_us for e in r.events if e.kind == "kernel" and e.phase == "prefill"] for r in runs]
+    assert prefill[0] == prefill[1]
 
 
 def test_page_staircase_one_new_page_every_page_size_tokens() -> None:

@@ -158,10 +158,14 @@ def test_article_decode_is_one_fused_launch_of_five_stages() -> None:
         "qwen3_decode_ffn_lut_sigmoid",
     ]
     assert {k.stream for k in decode} == {FUSED_STREAM}
-    assert [k.own_launch for k in decode] == [True, False, False, False, False]
+    # each layer pays one launch at its norm stage; the embedding row rides in layer 0's launch
+    assert [k.own_launch for k in decode] == [False, True, False, False, False]
     launches = sum(H100.cost(k).parts["launch_us"] for k in decode)
     assert launches == pytest.approx(H100.constants.launch_us)  # one launch overhead, not five
     assert H100.cost(decode[0]).l2_hit > 0  # the embedding row is an L2 hit when warm
+    # the lookup happens once per token, before layer 0: a whole-model cost, not one per layer
+    assert [k.scope for k in decode] == ["model", "layer", "layer", "layer", "layer"]
+    assert {k.scope for k in ArticleRuntime().switch_over(ARTICLE)} == {"model"}
 
 
 def test_article_switch_over_is_the_profile() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from layerscope.events import RequestEvent, StepEvent, event_json
+from layerscope.model.config import PRESETS
 from layerscope.runtime.engine import simulate
 from layerscope.runtime.metrics import serving_metrics
 from layerscope.scenario import ScenarioSpec
@@ -167,3 +168,50 @@ def test_metrics_as_vllm_bench_serve_defines_them() -> None:
     # itl: 5, 5 (request 0) and 5, 5 (request 1: 20 -> 25 -> 30)
     assert (m["mean_itl_ms"], m["p99_itl_ms"]) == (5.0, 5.0)
     assert m["num_preemptions"] == 1
+
+
+def test_numerics_run_the_same_batches_at_the_scaled_size() -> None:
+    # preemptions included: a preempted request's scaled caches are dropped and its tokens recomputed
+    spec = _spec({"num_requests": 24, "input_len": 1000, "output_len": 60, "seed": 2}, free_hbm_gib=2.7,
+                 numerics=True)
+    r = simulate(spec)
+    numerics = _of(r.events, "numerics")
+    steps = _of(r.events, "step")
+    assert r.summary["num_preemptions"] > 0
+    assert len(numerics) >= len(steps) - 5  # (a step may hold no new scaled token)
+    assert max(n.tokens for n in numerics) > 1 and all(n.scaled_model == "tiny" for n in numerics)
+    assert 0 < r.summary["max_rel_error"] < 1e-5  # the batched forward is each sequence's own forward
+    k = PRESETS["tiny"].num_experts_per_tok
+    experts = _of(r.events, "experts")
+    assert [sum(e.counts) for e in experts] == [k * n.tokens for n in numerics]  # the scaled router, every token
+
+
+def test_numerics_on_a_serving_run_are_bounded() -> None:
+    with pytest.raises(ValueError, match="field 'numerics'"):
+        simulate(_spec({"num_requests": 500, "input_len": 100, "output_len": 100}, numerics=True))
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"faults": [{"kind": "memory_contention", "rate": 0.5}]}, "faults"),
+        ({"actions": [{"do": "compact", "at_step": 1}]}, "actions"),
+        ({"decode_page_hint": True}, "decode_page_hint"),
+    ],
+)
+def test_one_request_features_are_refused_on_a_workload(extra: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=f"field '{field}'"):
+        simulate(_spec({"num_requests": 2}, **extra))
+
+
+def test_step_events_are_the_validated_events() -> None:
+    r = simulate(_spec({"num_requests": 6, "input_len": 40, "output_len": 5}, scheduler={"prefix_caching": True}))
+    for e in _of(r.events, "step"):
+        again = StepEvent.model_validate(e.model_dump())
+        assert again == e and event_json(again) == event_json(e)
+
+
+def test_progress_reaches_one() -> None:
+    seen: list[float] = []
+    simulate(_spec({"num_requests": 30, "input_len": 64, "output_len": 64, "max_concurrency": 5}), progress=seen.append)
+    assert seen and seen == sorted(seen) and 0.0 <= seen[0] and seen[-1] <= 1.0 and seen[-1] > 0.8

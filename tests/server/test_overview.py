@@ -71,15 +71,20 @@ def test_fields_exist_on_the_event_models() -> None:
         assert missing == [], (kind, missing)
 
 
-def test_the_label_reads_dotted_compare_fields() -> None:
-    """Serving presets compare on nested settings (scheduler.max_num_batched_tokens)."""
-    spec = scn.ScenarioSpec.model_validate({
-        "name": "budget", "workload": {"num_requests": 2, "input_len": 64, "output_len": 4},
-        "scheduler": {"max_num_batched_tokens": 8192},
-        "compare": {"label": "small budget", "set": {"scheduler.max_num_batched_tokens": 1024, "chunk_size": 2048}},
-    })
-    assert main_label(spec) == "scheduler.max_num_batched_tokens=8192, chunk_size=4096"
-    assert main_label(spec.model_copy(update={"compare": None})) == "budget"
+def test_loaded_message_is_strict_json_with_an_infinite_request_rate() -> None:
+    from layerscope.server.session import encode_message, loaded_message
+
+    run = prepare(simulate(scn.load_preset("serving-kv-preemption")))  # workload.request_rate: inf
+    assert run.spec.workload is not None and run.spec.workload.request_rate == float("inf")
+    msg = json.loads(encode_message(loaded_message(run)), parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))
+    assert msg["scenario"]["workload"]["request_rate"] == "Infinity"
+
+
+def test_a_compare_set_with_dotted_fields_labels_the_main_run() -> None:
+    spec = scn.load_preset("serving-64-h200-tp8")
+    assert spec.compare is not None and any("." in k for k in spec.compare.set)
+    label = main_label(spec)
+    assert all(f"{k}=" in label for k in spec.compare.set) and "None" not in label
 
 
 def test_page_rows_carry_the_request_and_steps_are_kept() -> None:

@@ -95,7 +95,8 @@ def _kernel_hover(k: KernelEvent) -> str:
     where = f"chunk {k.chunk}" if k.chunk is not None else f"step {k.step}" if k.step is not None else k.phase
     return (
         f"{k.name} ({where})<br>{k.shapes}<br>{k.dur_us:.1f} us, {k.flops / 1e9:.2f} GFLOP, {k.bytes / 1e6:.2f} MB"
-        f"<br>{k.bound}-bound, HBM {100 * k.hbm_util:.0f}%, L2 hit {100 * k.l2_hit:.0f}%"
+        f"<br>{k.bound}-bound, HBM {100 * k.hbm_util:.0f}%"
+        + (f", {100 * k.l2_hit:.0f}% of bytes from L2-resident data" if k.l2_hit > 0 else "")
     )
 
 
@@ -151,23 +152,22 @@ def stages_figure(result: SimResultLike) -> go.Figure:
     kernels = [e for e in result.events if isinstance(e, KernelEvent)]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill (one layer)", "decode (one layer, per step)"))
     for col, phase in ((1, "prefill"), (2, "decode")):
-        ks = [k for k in kernels if k.phase == phase]
+        ks = [k for k in kernels if k.phase == phase and k.scope == "layer"]  # a layer's stages only
         steps = max(1, len({k.step for k in ks if k.step is not None})) if phase == "decode" else 1
         stages = list(dict.fromkeys(k.stage for k in ks))
         ms = [sum(k.dur_us for k in ks if k.stage == s) / steps / 1e3 for s in stages]
         hover = [_stage_hover([k for k in ks if k.stage == s]) for s in stages]
         fig.add_trace(go.Bar(x=stages, y=ms, name=phase, hovertext=hover, hoverinfo="text+y"), row=1, col=col)
     fig.update_yaxes(title_text="ms")
-    fig.update_layout(title="Time per stage, with HBM utilisation and L2 hit rate (hover)", showlegend=False)
+    fig.update_layout(title="Time per stage, with HBM utilisation (hover)", showlegend=False)
     return fig
 
 
 def _stage_hover(ks: list[KernelEvent]) -> str:
     dur = sum(k.dur_us for k in ks) or 1.0
     hbm = sum(k.hbm_util * k.dur_us for k in ks) / dur
-    l2 = sum(k.l2_hit * k.bytes for k in ks) / (sum(k.bytes for k in ks) or 1.0)
     bounds = ", ".join(sorted({k.bound for k in ks}))
-    return f"{ks[0].stage}: HBM {100 * hbm:.0f}%, L2 hit {100 * l2:.0f}%, {bounds}-bound"
+    return f"{ks[0].stage}: HBM {100 * hbm:.0f}%, {bounds}-bound"  # no L2 hit rate: L2 reuse is not modelled
 
 
 # -- the bank map ------------------------------------------------------------------------------------
@@ -378,11 +378,13 @@ def _tour_html(result: SimResultLike) -> str:
 
 def _claims_html(result: SimResultLike) -> str:
     rows = build_claims(result)
-    header = ("claim", "stated", "simulated", "unit", "verdict", "explanation")
+    header = ("claim", "stated", "simulated", "this run", "unit", "verdict", "setting", "explanation")
     body = []
     for r in rows:
-        cls = "ok" if r["verdict"] == "consistent" else "off" if r["verdict"].startswith("off by") else "na"
-        cells = [r["claim"], r["stated"], r["simulated"], r["unit"], r["verdict"], r["explanation"]]
+        cls = {"consistent": "ok", "off": "off"}.get(r["verdict"], "na")
+        verdict = r["verdict"] + (f" ({r['factor']:.3g}x)" if r.get("factor") else "")
+        cells = [r["claim"], r["stated"], r["simulated"], r.get("run"), r["unit"], verdict, r.get("setting", ""),
+                 r["explanation"]]
         body.append(f'<tr class="{cls}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
     head = "".join(f"<th>{h}</th>" for h in header)
     return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

@@ -7,6 +7,9 @@
     compute = GEMM-shaped work: FLOPs x tile padding x wave quantization / (tensor peak x gemm_eff)
               (tile quantization: M and N round up to 128x128 tiles, M to 64 or 16 rows in the small-M
               regime; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
+              attention (flash kernels): FLOPs / (tensor peak x attention efficiency), the efficiency read
+              from the published FlashAttention-2/3/4 benchmarks for the GPU's architecture, head_dim, causal
+              mask and sequence length (attention_efficiency below), not the GEMM efficiency
               other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
 
 Only FittedConstants below are fitted; everything else is a public figure (hardware/gpus.py) or shape
@@ -19,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from layerscope.hardware.gpus import GPU
-from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
+from layerscope.runtime.kernels import AttentionShape, CostEnv, Kernel, KernelCost
 
 TENSOR_KINDS = ("gemm", "moe", "attention")
 TILE_N = 128  # output tile width of the sm80/sm90 cuBLAS kernels profiles show (tilesize128x128x64)
@@ -82,6 +85,8 @@ class CostModel:
         if k.kind not in TENSOR_KINDS:
             return k.flops / g.fp32_flops * 1e6
         peak = g.peak_flops(k.dtype)
+        if k.kind == "attention" and k.attn is not None and self.tiled:
+            return k.flops / (peak * attention_efficiency(g.arch, k.attn)) * 1e6
         if k.gemm is None or not self.tiled:
             return k.flops / (peak * c.gemm_eff) * 1e6
         m, n, kk = k.gemm
@@ -208,3 +213,100 @@ def flash_prefill_bytes(
 def decode_attention_bytes(batch: int, context_len: int, q_dim: int, kv_dim: int, kv_elem_bytes: float) -> float:
     """One new token per sequence reads the whole KV cache of its sequence: the cache read dominates."""
     return batch * (2 * context_len * kv_dim * kv_elem_bytes + 2 * q_dim * 2.0)
+
+
+# -- attention efficiency -----------------------------------------------------------------------------------
+# Published forward-pass throughput of flash attention, BF16, TFLOP/s at sequence lengths 512, 1k, 2k, 4k, 8k,
+# 16k (batch x seqlen = 16k tokens, hidden 2048), keyed (causal, head_dim). Causal FLOPs count half the square,
+# as attention_flops does, so the figures divide by the same FLOPs.
+ATTN_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+# Hopper: FlashAttention-3 on H100 SXM5 (Shah et al. 2024, arXiv:2407.08608, Fig. 5: non-causal head_dim 64
+# and 128, causal head_dim 128 and 256), against the H100's 989.4 TFLOP/s dense BF16 peak: 65% at head_dim 128,
+# 16k, non-causal; the paper's "up to 75%" is head_dim 256 non-causal.
+FA3_H100 = {
+    (False, 64): (333, 392, 460, 476, 496, 497),
+    (False, 128): (467, 565, 625, 638, 646, 648),
+    (True, 128): (292, 423, 521, 579, 602, 616),
+    (True, 256): (286, 427, 537, 612, 628, 642),
+}
+H100_BF16_TFLOPS = 989.4
+# Ampere: FlashAttention-2 (Dao 2023, arXiv:2307.08691) reaches up to 73% of the A100's 312 TFLOP/s in the
+# forward pass (head_dim 128, long sequences; "50-73% of the theoretical maximum"). The curves' shape over
+# sequence length and mask is FA2's own as FA3's Fig. 5 measures it on H100 (head_dim 128: non-causal 309..370,
+# causal 191..335; head_dim 64 non-causal 282..324; head_dim 256 causal 208..298), scaled so that
+# non-causal head_dim 128 at 16k is 73%.
+FA2_SHAPE = {
+    (False, 64): (282, 306, 318, 321, 322, 324),
+    (False, 128): (309, 350, 362, 368, 370, 370),
+    (True, 128): (191, 260, 298, 319, 333, 335),
+    (True, 256): (208, 251, 278, 293, 297, 298),
+}
+FA2_A100_PEAK_SHARE = 0.73
+# Blackwell: FlashAttention-4 on B200 reaches up to 1613 TFLOP/s BF16 forward, 71% of 2.25 PFLOP/s (Zadouri,
+# Dao et al. 2026, "FlashAttention-4: algorithm and kernel pipelining co-design for asymmetric hardware
+# scaling"; Together AI blog, 1605 TFLOP/s). Only the peak is published per configuration we use: the shape
+# is FA3's, scaled so that non-causal head_dim 128 at 16k is 71%.
+FA4_B200_PEAK_SHARE = 0.71
+
+
+def _share_curves(table: dict[tuple[bool, int], tuple[int, ...]], scale: float) -> dict[tuple[bool, int], tuple]:
+    return {key: tuple(v * scale for v in row) for key, row in table.items()}
+
+
+ATTN_EFFICIENCY: dict[str, dict[tuple[bool, int], tuple[float, ...]]] = {
+    "hopper": _share_curves(FA3_H100, 1.0 / H100_BF16_TFLOPS),
+    "ampere": _share_curves(FA2_SHAPE, FA2_A100_PEAK_SHARE / FA2_SHAPE[(False, 128)][-1]),
+    "blackwell": _share_curves(FA3_H100, FA4_B200_PEAK_SHARE / FA3_H100[(False, 128)][-1]),
+}
+
+
+def _curve(arch: str, causal: bool, head_dim: int) -> tuple[float, ...]:
+    """The published curve nearest in head_dim for this mask; a (mask, head_dim) pair no paper plots takes the
+    other mask's curve at that head_dim times the causal/non-causal ratio measured at head_dim 128."""
+    try:
+        table = ATTN_EFFICIENCY[arch]
+    except KeyError:
+        known = ", ".join(ATTN_EFFICIENCY)
+        raise ValueError(f"no attention figures for architecture {arch!r}; known: {known}") from None
+    dims = sorted({d for _, d in table}, key=lambda d: (abs(math.log2(d / max(1, head_dim))), d))
+    d = dims[0]
+    if (causal, d) in table:
+        return table[(causal, d)]
+    ratio = [c / n for c, n in zip(table[(True, 128)], table[(False, 128)], strict=True)]
+    other = table[(not causal, d)]
+    return tuple(v * (r if causal else 1 / r) for v, r in zip(other, ratio, strict=True))
+
+
+def _at_seqlen(curve: tuple[float, ...], seqlen: float) -> float:
+    """Log-linear between the published lengths; flat past 16k. Below 512 a tile's fixed cost (prologue,
+    epilogue, softmax rescale) is amortised over fewer keys: eff ~ L / (L + L0), L0 fitted to the 512 -> 1k
+    step of the same curve."""
+    xs = ATTN_SEQLENS
+    if seqlen >= xs[-1]:
+        return curve[-1]
+    if seqlen >= xs[0]:
+        i = max(j for j in range(len(xs)) if xs[j] <= seqlen)
+        f = math.log2(seqlen / xs[i])  # neighbouring lengths are a factor of 2 apart
+        return curve[i] + f * (curve[i + 1] - curve[i])
+    r = min(1.99, max(1.0, curve[1] / curve[0]))  # r = 2 (L + L0) / (2L + L0) at L = 512: solve for L0
+    l0 = 2 * xs[0] * (r - 1) / (2 - r)
+    length = max(1.0, seqlen)
+    return curve[0] * (length / (length + l0)) * ((xs[0] + l0) / xs[0])
+
+
+def attention_efficiency(arch: str, shape: AttentionShape) -> float:
+    """Fraction of tensor peak a flash-attention forward kernel sustains on this work.
+
+    The work splits in two: the new queries over the cached prefix (no mask: a non-causal block over
+    context_before keys) and the new queries over themselves (causal: a triangle of q_tokens). Each runs at its
+    published efficiency for its length; the kernel's efficiency is their FLOP-weighted harmonic mean.
+    """
+    q, ctx, d = shape.q_tokens, shape.context_before, shape.head_dim
+    prefix = float(q * ctx)
+    diag = q * (q + 1) / 2 if shape.causal else float(q * q)
+    if prefix + diag <= 0:
+        return _at_seqlen(_curve(arch, shape.causal, d), 1)
+    t = diag / _at_seqlen(_curve(arch, shape.causal, d), q)
+    if prefix > 0:
+        t += prefix / _at_seqlen(_curve(arch, False, d), ctx)
+    return (prefix + diag) / t

@@ -32,6 +32,7 @@ class GPU:
     l2_bytes: float
     sms: int
     l2_bw_factor: float = 3.0  # L2 bandwidth / HBM bandwidth; an assumption (microbenchmarks show ~2.5-4x)
+    arch: str = "hopper"  # ampere | hopper | blackwell: which published attention kernel figures apply (cost.py)
     device_bytes: float = 0.0  # what the device reports (torch.cuda.mem_get_info total): vLLM's "total_gpu_memory"
     nvlink_bw: float = 0.0  # NVLink bandwidth per GPU per direction, bytes/s (0 = none)
 
@@ -68,6 +69,7 @@ A100_80G_SXM = GPU(
     sms=108,
     device_bytes=81920 * MiB - 0.43 * GiB,
     nvlink_bw=300 * GB,
+    arch="ampere",
 )
 
 # H100 SXM5 80GB. NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 1,979 TFLOPS and FP8 3,958 TFLOPS
@@ -84,6 +86,7 @@ H100_SXM = GPU(
     sms=132,
     device_bytes=79.22 * GiB,
     nvlink_bw=450 * GB,
+    arch="hopper",
 )
 
 # H200 SXM 141GB. NVIDIA H200 Tensor Core GPU datasheet (2024): same compute as H100 SXM (BF16 1,979 /
@@ -100,6 +103,7 @@ H200 = GPU(
     sms=132,
     device_bytes=143771 * MiB - 0.43 * GiB,
     nvlink_bw=450 * GB,
+    arch="hopper",
 )
 
 # B200 (HGX B200, 1,000 W). NVIDIA HGX B200 datasheet / Blackwell architecture technical brief (2024):
@@ -119,6 +123,7 @@ B200 = GPU(
     sms=148,
     device_bytes=183359 * MiB - 0.43 * GiB,
     nvlink_bw=900 * GB,
+    arch="blackwell",
 )
 
 GPUS: dict[str, GPU] = {g.name: g for g in (A100_80G_SXM, H100_SXM, H200, B200)}

@@ -17,7 +17,7 @@ float32 array or any object with `dequantize() -> float32 array` and an optional
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -242,7 +242,8 @@ class Layer:
         return y if comp is None else y + comp
 
     # -- attention --------------------------------------------------------------------------
-    def attention(self, x: np.ndarray, positions: np.ndarray, cache: PagedKVCache | None) -> np.ndarray:
+    def qkv(self, x: np.ndarray, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """q (T, nh, hd), k and v (T, n_kv, hd) of normed x: projected, q/k-normed, rotated at `positions`."""
         c = self.config
         t = x.shape[0]
         q = self.linear("self_attn.q_proj", x).reshape(t, c.num_attention_heads, c.head_dim)  # (T, nh, hd)
@@ -252,13 +253,33 @@ class Layer:
             q = rms_norm(q, self.w("self_attn.q_norm.weight"), c.rms_norm_eps)  # (T, nh, hd)
             k = rms_norm(k, self.w("self_attn.k_norm.weight"), c.rms_norm_eps)  # (T, n_kv, hd)
         cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta)  # (T, 1, hd)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)  # (T, nh, hd), (T, n_kv, hd)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v  # (T, nh, hd), (T, n_kv, hd), (T, n_kv, hd)
+
+    def attention(self, x: np.ndarray, positions: np.ndarray, cache: PagedKVCache | None) -> np.ndarray:
+        q, k, v = self.qkv(x, positions)
         num_past = 0
         if cache is not None:
             num_past = cache.num_tokens
             cache.append(k, v)
             k, v = cache.gather()  # (S, n_kv, hd) each
         return causal_attention(q, k, v, num_past)  # (T, nh*hd)
+
+    def attention_varlen(
+        self, x: np.ndarray, positions: np.ndarray, caches: list[PagedKVCache], seq_lens: list[int]
+    ) -> np.ndarray:
+        """Attention for the flattened tokens of several sequences (a varlen batch): one projection over all
+        tokens, then each sequence's queries against its own paged cache (its earlier tokens + its new ones)."""
+        q, k, v = self.qkv(x, positions)  # (T, nh, hd), (T, n_kv, hd) x2
+        out = np.empty((x.shape[0], q.shape[1] * q.shape[2]), dtype=np.float32)  # (T, nh*hd)
+        start = 0
+        for cache, n in zip(caches, seq_lens, strict=True):
+            rows = slice(start, start + n)  # this sequence's tokens
+            num_past = cache.num_tokens
+            cache.append(k[rows], v[rows])
+            ks, vs = cache.gather()  # (S_i, n_kv, hd) each
+            out[rows] = causal_attention(q[rows], ks, vs, num_past)  # (n, nh*hd)
+            start += n
+        return out
 
     # -- MLP --------------------------------------------------------------------------------
     def swiglu(self, prefix: str, x: np.ndarray) -> np.ndarray:
@@ -310,10 +331,26 @@ class Layer:
         appended, and new token i attends to every cached token and to new tokens 0..i."""
         return self.forward_traced(x, positions, cache)[0]
 
-    def forward_traced(
-        self, x: np.ndarray, positions: np.ndarray, cache: PagedKVCache | None = None
+    def forward_varlen(
+        self, x: np.ndarray, positions: np.ndarray, caches: list[PagedKVCache], seq_lens: list[int]
     ) -> tuple[np.ndarray, LayerTrace]:
-        """`forward`, also returning the intermediates (router decision, expert counts, ...) as a LayerTrace."""
+        """One forward over an engine step's flattened tokens: x (T, H) holds seq_lens[i] tokens of sequence i in
+        order, each at its own positions and appended to its own cache (caches[i]). Everything but attention is
+        per token, so each sequence's rows equal its own forward."""
+        if sum(seq_lens) != np.asarray(x).shape[0] or len(seq_lens) != len(caches) or min(seq_lens, default=1) < 1:
+            raise ValueError(f"seq_lens {seq_lens} must be >= 1 each, one per cache, summing to the {len(x)} rows")
+        return self.forward_traced(x, positions, attend=lambda xn, pos: self.attention_varlen(xn, pos, caches,
+                                                                                             seq_lens))
+
+    def forward_traced(
+        self,
+        x: np.ndarray,
+        positions: np.ndarray,
+        cache: PagedKVCache | None = None,
+        attend: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, LayerTrace]:
+        """`forward`, also returning the intermediates (router decision, expert counts, ...) as a LayerTrace.
+        `attend(x_norm, positions)` replaces the attention over `cache` (forward_varlen's per-sequence one)."""
         c = self.config
         x = np.asarray(x, dtype=np.float32)  # (T, H)
         positions = np.asarray(positions)  # (T,)
@@ -324,7 +361,7 @@ class Layer:
                 f"positions must be integers of shape ({x.shape[0]},); got {positions.dtype} {positions.shape}"
             )
         x_norm = rms_norm(x, self.w("input_layernorm.weight"), c.rms_norm_eps)  # (T, H)
-        attn_out = self.attention(x_norm, positions, cache)  # (T, nh*hd)
+        attn_out = attend(x_norm, positions) if attend else self.attention(x_norm, positions, cache)  # (T, nh*hd)
         h = x + self.linear("self_attn.o_proj", attn_out)  # (T, H) first residual
         h_norm = rms_norm(h, self.w("post_attention_layernorm.weight"), c.rms_norm_eps)  # (T, H)
         routing: dict[str, np.ndarray] = {}

@@ -8,6 +8,7 @@
 
 The size is decided per chunk from the HBM free at that moment: below `low_mem_threshold_gib`
 it drops to `low_mem_chunk_size`, so a prompt that fills memory shrinks its later chunks.
+path_bw_scale prices memory-path contention for host traffic (re-fetches); it never scales HBM bandwidth.
 """
 
 from __future__ import annotations
@@ -80,12 +81,12 @@ class ChunkScheduler:
         return out
 
 
-def path_bw_scale(contention: float, working_set_bytes: float, l2_bytes: float) -> float:
-    """HBM bandwidth left to a chunk when its working set spills past L2 onto a contended memory path.
+def path_bw_scale(contention: float) -> float:
+    """Share of the host link's bandwidth left to a transfer that crosses the host memory path (re-fetching
+    evicted KV pages from host memory) when cross-socket traffic contends for that path, as on a two-socket host.
 
-    Model (two-socket host, as the article reports): the part of the working set that does not fit
-    in L2 streams over a path shared with cross-socket traffic; queueing on that path grows with
-    the bytes in flight, i.e. with how many L2-sized tiles the chunk keeps live. At contention 0, 1.
+    Only host traffic crosses this path: a GPU kernel's HBM reads never do, so HBM bandwidth is not scaled.
+    Model (an assumption, not a measurement): `contention` is the competing traffic per byte of ours (0..1), and
+    the path is shared fairly, so the transfer gets 1 / (1 + contention) of it: all of it at 0, half at 1.
     """
-    spill_tiles = max(0.0, working_set_bytes / l2_bytes - 1.0)
-    return 1.0 / (1.0 + contention * spill_tiles)
+    return 1.0 / (1.0 + contention)

@@ -261,7 +261,7 @@ class _Engine:
         self._allocate(need, "prefill", chunk=c)
         stolen = self.faults.stolen_bandwidth("prefill", c, self.rng)
         ws = self._workspace(d.num_tokens)
-        scale = (1.0 - stolen) * path_bw_scale(self.spec.memory_path_contention, ws, self.gpu.l2_bytes)
+        scale = 1.0 - stolen  # memory_path_contention slows host-path traffic only (_refetch), not HBM
         kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
         self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
         end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
@@ -365,7 +365,9 @@ class _Engine:
             end = self._launch(switch + kernels, "decode", env, step=i, stages=stage_us)
             switch_us = stage_us.pop("switch_over", 0.0)
             layer_us = end - start
-            model_us = (layer_us - switch_us) * self.model.num_hidden_layers + switch_us + once_us
+            # whole-model kernels (embedding lookup, switch-over) are paid once per step, the rest once per layer
+            model_scope_us = sum(self._cost(k, env(k)).time_us for k in switch + kernels if k.scope == "model")
+            model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + once_us
             model_us += self._outside_layers_us(1, 1)
             median = running[len(running) // 2] if running else model_us
             jitter = abs(model_us - median)
@@ -451,7 +453,7 @@ class _Engine:
 
     def _migration_cost(self) -> KernelCost:
         k = Kernel("kv_page_migrate", "kv_migrate", "memory", 0.0, 2 * self.kv.page_bytes, stream=COPY,
-                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)")
+                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)", scope="model")
         return self._cost(k, CostEnv())
 
     def _emit_migration(self, m: Migration) -> None:
@@ -484,8 +486,10 @@ class _Engine:
         if not evicted:
             return 0, 0.0
         k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
-                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory")
-        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW / self.gpu.hbm_bw))
+                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory",
+                   scope="model")
+        path = path_bw_scale(self.spec.memory_path_contention)
+        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW * path / self.gpu.hbm_bw))
         start = self.timing.copy(c, self.t, "decode", step)
         restored: list[tuple[int, int, int]] = []
         for p in evicted:

@@ -7,6 +7,18 @@ from typing import Literal
 
 StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead", "collective"]
 Bound = Literal["compute", "memory", "latency"]
+Scope = Literal["layer", "model"]
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What an attention kernel's efficiency depends on (hardware/cost.py attention_efficiency): per sequence,
+    q_tokens new queries over context_before cached keys plus themselves, head_dim, causal mask."""
+
+    q_tokens: int
+    context_before: int
+    head_dim: int
+    causal: bool = True
 
 
 @dataclass(frozen=True)
@@ -36,6 +48,8 @@ class Kernel:
     vectorized: bool = True  # False: loads element by element (older norm/rope/act kernels) and reaches less bandwidth
     fixed_us: float = 0.0  # a fixed cost the runtime states as such (the article's switch-over costs), added as is
     ctas: int = 0  # thread blocks in the grid; 0 = enough to fill every SM. Fewer blocks than SMs get their SMs' share
+    attn: AttentionShape | None = None  # attention kernels: priced with the published flash-attention efficiency
+    scope: Scope = "layer"  # "model": paid once per model step (embedding lookup, switch-over), not once per layer
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ class RequestStatus(Enum):
     FINISHED = "finished"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
     request_id: int
     arrival_us: float  # when the client means to send it (Poisson or trace time; 0 for all-at-once)

@@ -24,7 +24,7 @@ from layerscope.runtime.kv.cache_manager import Allocation, KVCacheManager
 from layerscope.runtime.request import Request, RequestStatus
 
 
-@dataclass
+@dataclass(slots=True)
 class ScheduledSeq:
     request: Request
     num_new_tokens: int
@@ -38,6 +38,7 @@ class SchedulerOutput:
     seqs: list[ScheduledSeq] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
     admitted: list[Request] = field(default_factory=list)  # scheduled from waiting this step
+    allocated: list[ScheduledSeq] = field(default_factory=list)  # the seqs that called allocate_slots
     token_budget: int = 0
 
     @property
@@ -71,34 +72,40 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def num_unfinished(self) -> int:
+        return len(self.waiting) + len(self.running)
+
     # -- one step --------------------------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(token_budget=self.max_num_batched_tokens)
         budget = self.max_num_batched_tokens
-        scheduled: set[int] = set()
-        decodes = [r for r in self.running if not r.is_prefill]
-        prefills = [r for r in self.running if r.is_prefill]
-        bs, tables, running = self.kv.block_size, self.kv.req_to_blocks, RequestStatus.RUNNING
+        bs, tables, seqs = self.kv.block_size, self.kv.req_to_blocks, out.seqs
+        decodes: list[Request] = []  # decodes that need a new block
+        prefills: list[Request] = []
+        for r in self.running:
+            if r.num_output_tokens and r.input_len + r.num_output_tokens - r.num_computed_tokens == 1:
+                if budget > 0 and r.num_computed_tokens < len(tables[r.request_id]) * bs:
+                    seqs.append(ScheduledSeq(r, 1, r.num_computed_tokens))  # fits its last block: most steps
+                    budget -= 1
+                else:
+                    decodes.append(r)
+            else:
+                prefills.append(r)
         for req in decodes + prefills:
-            if req.status is not running or budget <= 0:
+            if req.status is not RequestStatus.RUNNING or budget <= 0:
                 continue  # preempted earlier in this pass
-            if req.num_computed_tokens < len(tables[req.request_id]) * bs and not req.is_prefill:
-                # fast path: a decode whose token fits its last block (most steps of most requests)
-                out.seqs.append(ScheduledSeq(req, 1, req.num_computed_tokens))
-                scheduled.add(req.request_id)
-                budget -= 1
-                continue
             n = self._running_tokens(req, budget)
             if n <= 0:
                 continue
             preempted = len(out.preempted)
-            alloc = self._allocate_or_preempt(req, n, out, scheduled)
+            alloc = self._allocate_or_preempt(req, n, out)
             if len(out.preempted) > preempted:  # a preempted request scheduled earlier hands its tokens back
                 budget = self.max_num_batched_tokens - out.num_tokens
             if alloc is None:
                 continue
-            out.seqs.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
-            scheduled.add(req.request_id)
+            seq = ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc)
+            seqs.append(seq)
+            out.allocated.append(seq)
             budget -= n
         if not out.preempted:
             budget = self._admit(out, budget)
@@ -110,22 +117,19 @@ class Scheduler:
     def _prefill_tokens(self, req: Request, remaining: int, budget: int) -> int:
         return min(remaining, budget)
 
-    def _allocate_or_preempt(
-        self, req: Request, n: int, out: SchedulerOutput, scheduled: set[int]
-    ) -> Allocation | None:
+    def _allocate_or_preempt(self, req: Request, n: int, out: SchedulerOutput) -> Allocation | None:
         while True:
             alloc = self.kv.allocate_slots(req, n)
             if alloc is not None:
                 return alloc
             victim = self.running[-1]  # the most recently admitted
-            self._preempt(victim, out, scheduled)
+            self._preempt(victim, out)
             if victim is req:
                 return None
 
-    def _preempt(self, victim: Request, out: SchedulerOutput, scheduled: set[int]) -> None:
-        if victim.request_id in scheduled:  # scheduled earlier in this pass: take its tokens back
-            out.seqs = [s for s in out.seqs if s.request is not victim]
-            scheduled.discard(victim.request_id)
+    def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
+        out.seqs[:] = [s for s in out.seqs if s.request is not victim]  # scheduled earlier in this pass: undone
+        out.allocated[:] = [s for s in out.allocated if s.request is not victim]
         self.running.remove(victim)
         self.kv.free(victim)
         victim.status = RequestStatus.PREEMPTED
@@ -150,7 +154,9 @@ class Scheduler:
             req.num_computed_tokens += cached
             req.status = RequestStatus.RUNNING
             self.running.append(req)
-            out.seqs.append(ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc))
+            seq = ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc)
+            out.seqs.append(seq)
+            out.allocated.append(seq)
             out.admitted.append(req)
             budget -= n
         return budget

@@ -27,7 +27,9 @@ import numpy as np
 
 from layerscope.events import (
     BanksEvent,
+    ExpertsEvent,
     MemoryEvent,
+    NumericsEvent,
     PageAllocEvent,
     PageEvictEvent,
     PageFreeEvent,
@@ -36,18 +38,21 @@ from layerscope.events import (
     RequestEvent,
     StepEvent,
     SummaryEvent,
+    trusted_event,
 )
-from layerscope.hardware.cost import CostModel
+from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.runtime.chunks import GIB, ChunkScheduler
 from layerscope.runtime.deployment import deployment_event, deployment_summary, kv_pool_bytes, scenario_placement
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
+from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.kv.manager import KVManager
 from layerscope.runtime.metrics import serving_metrics
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
+from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.sharded import deployed
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.workload import make_requests
@@ -68,11 +73,18 @@ class ServingStats:
     peak_used_bytes: float = 0.0
     layer_us: list[float] = field(default_factory=list)
     prefix_hit_rate: float = 0.0
+    max_rel_error: float = 0.0  # scaled batch against each sequence alone
 
 
 class ServingEngine:
     def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> None:
         assert spec.workload is not None, "the serving engine runs a workload"
+        for name in ("faults", "actions"):
+            if getattr(spec, name):
+                raise ValueError(f"field '{name}': not simulated on a serving run (a workload) yet; "
+                                 "use the one-request shorthand (prompt_len, decode_steps)")
+        if spec.decode_page_hint:
+            raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
         self.spec = spec
         self.progress = progress
         self.gpu = gpu_preset(spec.gpu)
@@ -89,7 +101,10 @@ class ServingEngine:
         step_tokens = self._max_step_tokens()
         self.kv = KVManager(self.model, self.page_size, spec.banks, spec.allocator, self.free_start,
                             workspace_bytes(self.model, step_tokens))
-        self.cache = KVCacheManager(self.kv.allocator, self.page_size, spec.scheduler.prefix_caching)
+        # vLLM has no placement policy: its blocks come from one free queue. The allocator field is the article's.
+        allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
+        self.allocator_name = allocator.name
+        self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
         s = spec.scheduler
         self.scheduler: Scheduler = (
             ArticleScheduler(self.cache, self.chunks, s.max_num_seqs, self._free_bytes)
@@ -97,6 +112,11 @@ class ServingEngine:
             else Scheduler(self.cache, s.max_num_batched_tokens, s.max_num_seqs)
         )
         self.requests = make_requests(spec.workload, self.model.vocab_size)
+        self.shadow = (
+            ServingShadow(spec.numerics_model, spec.runtime == "article", self.requests, spec.seed)
+            if spec.numerics
+            else None
+        )
         self._rng = np.random.default_rng(spec.seed)
         self._version_drawn = -1
         self._drawn_step = -BANKS_EVERY
@@ -120,8 +140,6 @@ class ServingEngine:
         pending = deque(self.requests)
         cap = spec.workload.max_concurrency if spec.workload is not None else None
         slots = [0.0] * min(cap or n, n)  # when each of the client's concurrency slots came free
-        total = sum(r.input_len + r.output_len for r in self.requests)
-        done_tokens = 0
         t = 0.0
         while pending or self.scheduler.has_unfinished():
             while pending and slots and max(pending[0].arrival_us, slots[0]) <= t:
@@ -135,10 +153,9 @@ class ServingEngine:
             res = self.scheduler.update_from_output(out)
             self._finish(res, t_end, slots)
             self._drain_frees(t_end)
-            done_tokens += out.num_tokens
             t = t_end
             if self.progress is not None and self.stats.num_steps % 16 == 0:
-                self.progress(min(1.0, done_tokens / total))
+                self.progress(min(1.0, (n - len(pending) - self.scheduler.num_unfinished()) / n))
         self._snapshot(t, 0.0, final=True)
         self._emit(PhaseEvent(t_us=t, phase="idle", detail="done"))
         self.stats.prefix_hit_rate = self.cache.hit_rate
@@ -189,11 +206,11 @@ class ServingEngine:
             self._emit(self._request_event(req, "preempted", t))
         self._drain_frees(t)
         once_us = 0.0
-        for s in out.seqs:
-            if s.request in out.admitted:
-                self._emit(self._request_event(s.request, "scheduled", t))
+        for req in out.admitted:
+            self._emit(self._request_event(req, "scheduled", t))
+        for s in out.allocated:
             a = s.allocation
-            if a is None:
+            if a is None or not (a.new_blocks or a.migrations):
                 continue
             for m in a.migrations:
                 once_us += self._migration(m, t, s.request.request_id)
@@ -205,27 +222,53 @@ class ServingEngine:
                     logical=list(range(first, len(table))), banks=[b.bank for b in a.new_blocks],
                     slots=[b.slot for b in a.new_blocks], request_id=s.request.request_id))
         batch = [(s.num_new_tokens, s.num_context_tokens) for s in out.seqs]
-        prefill = sum(n for n, _ in batch if n > 1)
-        decode = len(batch) - sum(1 for n, _ in batch if n > 1)
+        num_tokens = [n for n, _ in batch]
+        total = sum(num_tokens)
+        decode = num_tokens.count(1)
+        prefill = total - decode
         kernels = self.plan.step_kernels(self.model, batch)
         layer_end = self.timing.launch(kernels, t, "prefill" if prefill else "decode", step=i)
         layer_us = layer_end - t
         outside = self.plan.outside_layer_kernels(self.model, batch)
         outside_us = sum(self.timing.cost(k).time_us for k in outside)
-        model_us = layer_us * self.model.num_hidden_layers + outside_us + once_us
-        cached = sum(s.num_cached_tokens for s in out.seqs) // self.page_size
-        self._emit(StepEvent(
-            t_us=t, index=i, start_us=t, dur_us=layer_us, model_dur_us=model_us, num_seqs=len(batch),
-            prefill_tokens=prefill, decode_tokens=decode, token_budget=out.token_budget,
-            request_ids=[s.request.request_id for s in out.seqs], num_tokens=[n for n, _ in batch],
-            cached_blocks=cached if self.cache.prefix_caching else None))
+        # whole-model kernels in the step's plan (scope "model": the article's embedding lookup) are paid once
+        model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
+        model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + outside_us + once_us
+        cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with an allocation
+        self._emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
+            "t_us": float(t), "kind": "step", "index": i, "start_us": float(t), "dur_us": float(layer_us),
+            "model_dur_us": float(model_us), "num_seqs": len(batch), "prefill_tokens": prefill,
+            "decode_tokens": decode, "token_budget": out.token_budget,
+            "request_ids": [s.request.request_id for s in out.seqs], "num_tokens": num_tokens,
+            "cached_blocks": cached if self.cache.prefix_caching else None}))
         st = self.stats
         st.num_steps += 1
-        st.max_step_tokens = max(st.max_step_tokens, out.num_tokens)
+        st.max_step_tokens = max(st.max_step_tokens, total)
         st.max_step_seqs = max(st.max_step_seqs, len(batch))
         st.layer_us.append(layer_us)
-        self._snapshot(t, workspace_bytes(self.model, out.num_tokens))
+        self._snapshot(t, workspace_bytes(self.model, total))
+        if self.shadow is not None:
+            self._numerics(out, t, i, "prefill" if prefill else "decode")
         return t + model_us
+
+    def _numerics(self, out: SchedulerOutput, t: float, i: int, phase: str) -> None:
+        """The same batch at the scaled size, one varlen forward; its error against each sequence alone."""
+        assert self.shadow is not None
+        for req in out.preempted:
+            self.shadow.preempted(req)
+        r = self.shadow.step([(s.request, s.num_context_tokens, s.num_new_tokens) for s in out.seqs])
+        if r is None:
+            return
+        self.stats.max_rel_error = max(self.stats.max_rel_error, r.rel_error)
+        self._emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                 tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
+                                 nan_count=r.nan_count, inf_count=r.inf_count, step=i))
+        if r.expert_counts is not None:
+            m = self.model
+            self._emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+                                    counts=r.expert_counts, assumed="balanced",
+                                    distinct_full=expected_distinct_experts(out.num_tokens, m.num_experts,
+                                                                            m.num_experts_per_tok)))
 
     def _migration(self, m: Any, t: float, request_id: int) -> float:
         """A page moved to make room (bank-aware decode): paid once per model step, on the copy stream."""
@@ -288,7 +331,7 @@ class ServingEngine:
             "model": self.model.name,
             "runtime": spec.runtime,
             "gpu": self.gpu.name,
-            "allocator": spec.allocator,
+            "allocator": self.allocator_name,
             "num_hidden_layers": self.model.num_hidden_layers,
             "page_size": self.page_size,
             "num_requests": len(self.requests),
@@ -308,6 +351,7 @@ class ServingEngine:
             "prefix_cache_evictions": st.cache_evictions,
             "pool_pages": self.kv.pool.num_pages,
             "peak_hbm_used_gib": round(st.peak_used_bytes / GIB, 3),
+            "max_rel_error": float(f"{st.max_rel_error:.3g}"),
         })
         out.update(deployment_summary(spec, self.placement))
         return out

@@ -24,7 +24,7 @@ from layerscope.hardware.gpus import GPU
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import Kernel
+from layerscope.runtime.kernels import Kernel, Scope
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, get_runtime
 from layerscope.runtime.vllm import GEMM_NAMES
 
@@ -48,7 +48,8 @@ HOST_SYNC_PER_SEQ_US = 20.0
 HOST_ASYNC_EXPOSED_US = 250.0
 
 
-def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float, n: int) -> Kernel:
+def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float, n: int,
+                      scope: Scope = "layer") -> Kernel:
     """A collective as the timeline shows it: fixed time from the measured tables, message size in its shapes."""
     return Kernel(
         name,
@@ -60,6 +61,7 @@ def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float
         stream=COMM,
         own_launch=False,  # the measured times include the launch
         fixed_us=cost.time_us,
+        scope=scope,
     )
 
 
@@ -104,7 +106,7 @@ class ShardedRuntime(RuntimePlan):
         extras = step_extras(self.full, model, self.dep, self.gpu, tokens, len(batch))
         host = Kernel("engine step (schedule, prepare inputs, outputs)", "host", "overhead", 0.0, 0.0,
                       shapes=f"{len(batch)} sequences; {'overlapped' if self.dep.cuda_graphs else 'synchronous'}",
-                      stream="host", own_launch=False, fixed_us=extras.host_us)
+                      stream="host", own_launch=False, fixed_us=extras.host_us, scope="model")
         return [*self.launch_floors(extras.kernels, tokens), host]
 
     def switch_over(self, model: ModelConfig) -> list[Kernel]:
@@ -176,18 +178,20 @@ def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | No
     act = tokens * h * ACT_BYTES
     ks = [
         Kernel("indexSelectLargeIndex", "embedding", "memory", 0.0, 2 * act + tokens * 8.0,
-               shapes=f"rows of [{v_local},{h}] for {tokens} tokens", ctas=tokens),
+               shapes=f"rows of [{v_local},{h}] for {tokens} tokens", ctas=tokens, scope="model"),
     ]
     if tp > 1:
-        ks.append(collective_kernel("all_reduce", "embedding_all_reduce", all_reduce_us(gpu, tp, act, graphs), act, tp))
+        cost = all_reduce_us(gpu, tp, act, graphs)
+        ks.append(collective_kernel("all_reduce", "embedding_all_reduce", cost, act, tp, scope="model"))
     ks.append(Kernel("rms_norm_kernel", "final_norm", "norm", 4.0 * tokens * h, 2 * act + 2 * h,
-                     shapes=f"[{tokens},{h}]", ctas=tokens))
+                     shapes=f"[{tokens},{h}]", ctas=tokens, scope="model"))
     w = "bf16"  # the FP8 checkpoint keeps lm_head in bf16
-    ks.append(gemm_kernel(GEMM_NAMES[w], "lm_head", seqs, v_local, h, w))
+    ks.append(replace(gemm_kernel(GEMM_NAMES[w], "lm_head", seqs, v_local, h, w), scope="model"))
     if tp > 1:
         logits = seqs * v * ACT_BYTES
-        ks.append(collective_kernel("all_gather", "logits_all_gather", all_gather_us(gpu, tp, logits), logits, tp))
+        cost = all_gather_us(gpu, tp, logits)
+        ks.append(collective_kernel("all_gather", "logits_all_gather", cost, logits, tp, scope="model"))
     ks.append(Kernel("sampler (softmax, top-k/top-p, argmax)", "sampling", "elementwise", 5.0 * seqs * v,
-                     3 * seqs * v * 4.0, shapes=f"logits[{seqs},{v}] fp32", ctas=seqs))
+                     3 * seqs * v * 4.0, shapes=f"logits[{seqs},{v}] fp32", ctas=seqs, scope="model"))
     overlapped = dep is not None and dep.cuda_graphs
     return StepExtras(kernels=ks, host_us=host_step_us(seqs, overlapped))

@@ -68,15 +68,18 @@ def summarize(engine: _Engine) -> dict[str, float | int | bool | str]:
         "hint_reserved_pages": s.hint_pages,
         "hint_overhead_gib": _r(s.hint_pages * e.kv.page_bytes / GIB),
         "cross_bank_reads": s.cross_bank_reads,
-        "prefill_hbm_util": _util(s.prefill_costs),
-        "decode_hbm_util": _util(s.decode_costs),
-        "prefill_l2_hit": _l2(s.prefill_costs),
-        "decode_l2_hit": _l2(s.decode_costs),
+        "prefill_hbm_util": _util(_per_layer(s.prefill_costs)),
+        "decode_hbm_util": _util(_per_layer(s.decode_costs)),
     }
-    out.update(_shares("prefill", s.prefill_costs))
-    out.update(_shares("decode", s.decode_costs))
+    out.update(_shares("prefill", _per_layer(s.prefill_costs)))
+    out.update(_shares("decode", _per_layer(s.decode_costs)))
     out.update(deployment_summary(e.spec, e.placement))
     return out
+
+
+def _per_layer(costs: list[KernelCost]) -> list[KernelCost]:
+    """The layer's own kernels: whole-model one-off costs (Kernel.scope "model") are not a layer's share."""
+    return [c for c in costs if c.kernel.scope == "layer"]
 
 
 def _r(x: float) -> float:
@@ -96,12 +99,6 @@ def _util(costs: list[KernelCost]) -> float:
     """Time-weighted mean HBM utilisation over the phase's kernels."""
     t = sum(c.time_us for c in costs)
     return round(sum(c.hbm_util * c.time_us for c in costs) / t, 4) if t > 0 else 0.0
-
-
-def _l2(costs: list[KernelCost]) -> float:
-    """Byte-weighted L2 hit rate over the phase's kernels."""
-    b = sum(c.kernel.bytes for c in costs)
-    return round(sum(c.l2_hit * c.kernel.bytes for c in costs) / b, 4) if b > 0 else 0.0
 
 
 def _shares(phase: str, costs: list[KernelCost]) -> dict[str, float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from layerscope.events import KernelEvent
+from layerscope.events import KernelEvent, trusted_event
 from layerscope.hardware.cost import CostModel
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 
@@ -27,11 +27,22 @@ class Timing:
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
         self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
+        self._by_id: dict[int, tuple[Kernel, KernelCost]] = {}
 
     def stream_free(self, stream: str) -> float:
         return self.streams.get(stream, 0.0)
 
     def cost(self, k: Kernel, env: CostEnv = PLAIN_ENV) -> KernelCost:
+        if env is PLAIN_ENV:  # the same Kernel object again (a plan's memoised kernels): skip hashing its fields
+            hit = self._by_id.get(id(k))
+            if hit is not None and hit[0] is k:
+                return hit[1]
+            c = self._cost(k, env)
+            self._by_id[id(k)] = (k, c)  # holds k, so its id is not reused while the entry lives
+            return c
+        return self._cost(k, env)
+
+    def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
         key = (k, env)
         c = self._costs.get(key)
         if c is None:
@@ -77,7 +88,8 @@ class Timing:
 
     def kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
         k = c.kernel
-        self.emit(KernelEvent(
-            t_us=start, name=k.name, stage=k.stage, stage_kind=k.kind, phase=phase,  # type: ignore[arg-type]
-            stream=k.stream, start_us=start, dur_us=c.time_us, flops=k.flops, bytes=k.bytes, bound=c.bound,
-            hbm_util=c.hbm_util, l2_hit=c.l2_hit, chunk=chunk, step=step, shapes=k.shapes))
+        self.emit(trusted_event(KernelEvent, {
+            "t_us": float(start), "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind,
+            "phase": phase, "stream": k.stream, "start_us": float(start), "dur_us": float(c.time_us),
+            "flops": float(k.flops), "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util),
+            "l2_hit": float(c.l2_hit), "chunk": chunk, "step": step, "shapes": k.shapes, "scope": k.scope}))

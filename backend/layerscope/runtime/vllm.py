@@ -28,7 +28,7 @@ from layerscope.hardware.cost import (
     flash_prefill_bytes,
 )
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import Kernel
+from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 GEMM_NAMES = {
@@ -41,6 +41,9 @@ GEMM_NAMES = {
 class VllmRuntime(RuntimePlan):
     name = "vllm"
     default_page_size = 16
+
+    def __init__(self) -> None:
+        self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
@@ -58,21 +61,37 @@ class VllmRuntime(RuntimePlan):
         experts all the step's tokens touch."""
         if not batch:
             raise ValueError("a step needs at least one sequence")
+        prefills: list[tuple[int, int]] = []
+        num_decodes = decode_ctx = tokens = 0
         for n, ctx in batch:
-            _check(n, ctx)
-        prefills = [(n, ctx) for n, ctx in batch if n > 1]
-        decodes = [ctx + 1 for n, ctx in batch if n == 1]
+            if n < 1 or ctx < 0:
+                _check(n, ctx)
+            tokens += n
+            if n > 1:
+                prefills.append((n, ctx))
+            else:
+                num_decodes += 1
+                decode_ctx += ctx + 1  # a decode reads its context and its own new token
         attn: list[Kernel] = []
         if len(prefills) == 1:
             attn += self._prefill_attention(model, *prefills[0])
         elif prefills:
             attn.append(self._varlen_prefill_attention(model, prefills))
-        if decodes:
-            attn += self._decode_attention(model, sum(decodes) // len(decodes), len(decodes), sum(decodes))
-        return self._layer(model, sum(n for n, _ in batch), attn, dtype)
+        if num_decodes:
+            attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx)
+        return self._layer(model, tokens, attn, dtype)
 
     # -- the layer, around its attention -------------------------------------------------------------------------
     def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str) -> list[Kernel]:
+        """The layer's kernels around `attention`; the rest depends only on (model, tokens, dtype), so a serving
+        run's thousands of steps share it (Kernels are frozen)."""
+        key = (m, t, dtype)
+        parts = self._parts.get(key)
+        if parts is None:
+            parts = self._parts[key] = self._layer_parts(m, t, dtype)
+        return [*parts[0], *attention, *parts[1]]
+
+    def _layer_parts(self, m: ModelConfig, t: int, dtype: str) -> tuple[list[Kernel], list[Kernel]]:
         w = _weight_dtype(m, dtype)
         h = m.hidden_size
         ks = [
@@ -80,12 +99,13 @@ class VllmRuntime(RuntimePlan):
             gemm_kernel(GEMM_NAMES[_gemm_key(w)], "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h, w),
             self._qk_norm_rope(m, t),
             self._kv_write(m, t),
-            *attention,
+        ]
+        after = [
             gemm_kernel(GEMM_NAMES[_gemm_key(w)], "o_proj", t, h, m.q_dim, w),
             _norm("fused_add_rms_norm_kernel", "post_norm", t, h, fused_add=True),
         ]
-        ks += self._moe(m, t, w) if m.is_moe else self._mlp(m, t, w)
-        ks.append(
+        after += self._moe(m, t, w) if m.is_moe else self._mlp(m, t, w)
+        after.append(
             Kernel(
                 "vectorized_elementwise_kernel<add>",
                 "residual_add",
@@ -95,7 +115,7 @@ class VllmRuntime(RuntimePlan):
                 shapes=f"[{t},{h}] + [{t},{h}]",
             )
         )
-        return ks
+        return ks, after
 
     def _qk_norm_rope(self, m: ModelConfig, t: int) -> Kernel:
         heads = m.num_attention_heads + m.num_key_value_heads
@@ -133,6 +153,7 @@ class VllmRuntime(RuntimePlan):
                 byts,
                 shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{ctx + t},{m.num_key_value_heads}]"
                 " causal, varlen",
+                attn=AttentionShape(t, ctx, m.head_dim, causal=True),
             )
         ]
 
@@ -165,6 +186,7 @@ class VllmRuntime(RuntimePlan):
                 flops,
                 byts,
                 shapes=f"q[{batch},{m.num_attention_heads},{m.head_dim}] x paged kv[{ctx}] per sequence",
+                attn=AttentionShape(1, ctx - 1, m.head_dim, causal=True),
             )
         ]
 

@@ -125,12 +125,11 @@ def main_label(spec: Any) -> str:
     """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
     if spec.compare is None:
         return spec.name
-    return ", ".join(f"{k}={_field(spec, k)}" for k in spec.compare.set) or spec.name
+    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
 
 
-def _field(spec: Any, dotted: str) -> Any:
-    """A spec's field by its dotted name (scheduler.max_num_batched_tokens), None where a level is absent."""
-    value = spec
-    for part in dotted.split("."):
-        value = getattr(value, part, None)
-    return value
+def _dotted(obj: Any, path: str) -> Any:
+    """spec field by a dotted name, as compare.set names them ("workload.max_concurrency")."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj

@@ -131,7 +131,7 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
     stride = max(1, -(-len(steps) // MAX_COMPARE_POINTS))
     return {
         "label": spec.compare.label if spec.compare else "compare",
-        "scenario": compare.spec.model_dump(mode="json"),
+        "scenario": _finite(compare.spec.model_dump(mode="json")),
         "summary": _finite(dict(compare.summary)),
         "decode_latency_us": [[e.t_us, e.step, e.model_latency_us] for e in steps[::stride]],
         "claims": claims_of(compare),  # the claims panel's column B

@@ -280,7 +280,7 @@ def encode_message(msg: Message) -> str:
 def loaded_message(run: PreparedRun) -> Message:
     return {
         "type": "loaded",
-        "scenario": _finite(run.spec.model_dump(mode="json")),  # request_rate inf: JSON has no Infinity
+        "scenario": _finite(run.spec.model_dump(mode="json")),  # e.g. request_rate: inf ("as fast as possible")
         "topology": run.topology,
         "duration_us": run.duration_us,
         "num_events": len(run.events),

@@ -21,18 +21,42 @@ export function isOneOff(k) {
   return k.scope ? k.scope === "model" : k.stage === "switch_over";
 }
 
-// One-off intervals of a run: merged [t0, t1] spans of its whole-model one-off kernels.
-export function oneOffSpans(kernels) {
-  const spans = [];
-  for (const k of kernels) {
-    if (!isOneOff(k)) continue;
-    const a = k.start_us;
-    const b = k.start_us + k.dur_us;
-    const last = spans[spans.length - 1];
-    if (last && a <= last[1] + 1e-6) last[1] = Math.max(last[1], b);
-    else spans.push([a, b]);
+function union(intervals) {
+  const out = [];
+  for (const [a, b] of [...intervals].sort((x, y) => x[0] - y[0])) {
+    const last = out[out.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else out.push([a, b]);
   }
-  return spans;
+  return out;
+}
+
+// The spans the axis may squeeze: where a whole-model one-off cost runs and no per-layer work of any of the
+// runs does (a whole-model re-fetch on the copy stream beside decode steps squeezes only its idle stretches).
+export function oneOffSpans(runs) {
+  const once = union(runs.flatMap((r) => r.kernel.filter(isOneOff).map((k) => [k.start_us, k.start_us + k.dur_us])));
+  const busy = union(runs.flatMap((r) => r.kernel.filter((k) => !isOneOff(k)).map((k) => [k.start_us, k.start_us + k.dur_us])));
+  const out = [];
+  let j = 0;
+  for (const [a0, b] of once) {
+    let a = a0;
+    while (j < busy.length && busy[j][1] <= a) j++;
+    for (let k = j; k < busy.length && busy[k][0] < b; k++) {
+      if (busy[k][0] > a) out.push([a, busy[k][0]]);
+      a = Math.max(a, busy[k][1]);
+    }
+    if (a < b) out.push([a, b]);
+  }
+  // pieces with only idle time between them (launch gaps between back-to-back one-off kernels) make one break
+  const merged = [];
+  let k = 0;
+  for (const piece of out) {
+    const last = merged[merged.length - 1];
+    while (k < busy.length && busy[k][1] <= (last ? last[1] : -Infinity)) k++;
+    if (last && !(k < busy.length && busy[k][0] < piece[0])) last[1] = piece[1];
+    else merged.push([...piece]);
+  }
+  return merged;
 }
 
 export class TimeAxis {
@@ -188,7 +212,8 @@ export class TimeAxis {
   }
 
   // Plotly shapes + annotations marking each broken-axis gap
-  breaks() {
+  // widthPx: the plot's width, so labels (about 70 px each) never overlap
+  breaks(widthPx = 900) {
     const shapes = [];
     const notes = [];
     const [v0, v1] = this.shown();
@@ -196,7 +221,7 @@ export class TimeAxis {
     for (const g of this.gaps) {
       const a = g.x0 / this.scale();
       const b = g.x1 / this.scale();
-      const labelled = ((a + b) / 2 - lastLabel) / Math.max(v1 - v0, 1e-9) > 0.1; // labels never overlap
+      const labelled = (((a + b) / 2 - lastLabel) / Math.max(v1 - v0, 1e-9)) * widthPx > 75; // labels never overlap
       if (labelled) lastLabel = (a + b) / 2;
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a, x1: b, y0: 0, y1: 1, layer: "above",
         fillcolor: "rgba(128,128,128,0.25)", line: { width: 1, dash: "dot", color: "#8b93b8" } });

@@ -250,8 +250,9 @@ export class Controls {
 
   tick() {
     const t = this.store.t;
-    if (!this.scrubbing && t !== this.tickT) {
-      this.tickT = t;
+    const key = `${t}/${this.store.duration}`;
+    if (!this.scrubbing && key !== this.tickKey) {
+      this.tickKey = key;
       this.scrubber.value = String(t);
       const text = `${us(t)} / ${us(this.store.duration)}`;
       if (text !== this.clockText) this.clock.textContent = this.clockText = text; // no layout work when unchanged

@@ -267,7 +267,7 @@ function loop(now) {
     const growing = servingPlots.has(v);
     if (growing && (!servingShown || (controls.playing && (now < servingPlots.get(v) || now < servingFreeAt)))) continue;
     const t0 = performance.now();
-    if (v.render()) {
+    if (v.render(store, store.axis)) {
       const name = v.constructor.name;
       const ms = performance.now() - t0;
       stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, ms);

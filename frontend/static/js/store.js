@@ -9,7 +9,9 @@
 //   - it reads the time axis from store.axis (js/axis.js: extent, range, cursor, units, toX, xaxis()) and keeps
 //     no copy of the range: a user's zoom goes back through store.setRange(range) (null = the run's extent),
 //     the "one layer / whole model" switch through store.setUnits(units); both bump the "axis" counter;
-//   - it redraws when store.stamp([...keys, "axis"]) moved since it last drew.
+//   - it redraws when store.stamp([...keys, "axis"]) moved since it last drew;
+//   - main.js's render loop calls render(store, store.axis) on every track of its `plots` list, at most one
+//     Plotly redraw per animation frame; a new panel is one more entry in that list (and a <section> in index.html).
 
 import { TimeAxis, oneOffSpans } from "./axis.js";
 
@@ -49,17 +51,6 @@ export function decodeRun(run) {
   return out;
 }
 
-// one-off spans closer than `tol` merge: back-to-back one-off kernels make one break, with one label
-function mergeSpans(spans, tol = 0) {
-  const out = [];
-  for (const [a, b] of spans) {
-    const last = out[out.length - 1];
-    if (last && a <= last[1] + tol) last[1] = Math.max(last[1], b);
-    else out.push([a, b]);
-  }
-  return out;
-}
-
 export class Store {
   constructor() {
     this.ver = {}; // a counter per kind of change; a view redraws when the counters it reads moved
@@ -81,8 +72,7 @@ export class Store {
     // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two
     const end = (r) => Math.max(0, ...r.kernel.map((k) => k.start_us + k.dur_us), ...r.decode_step.map((e) => e.t_us));
     this.extent = Math.max(this.duration, ...this.runs.map(end));
-    const spans = this.runs.flatMap((r) => oneOffSpans(r.kernel)).sort((a, b) => a[0] - b[0]);
-    this.axis.load(this.extent, this.layers, mergeSpans(spans, this.extent * 0.005));
+    this.axis.load(this.extent, this.layers, oneOffSpans(this.runs));
     this.bump("axis");
     this.clear();
   }

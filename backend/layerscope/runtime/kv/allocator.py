@@ -65,6 +65,11 @@ class KVAllocator(ABC):
         """Banks to try, in order, for a decode_page_hint reservation."""
         return list(range(self.pool.banks))
 
+    def released(self, bank: int, slot: int) -> None:
+        """A slot went back to the pool outside the allocator (a serving run's freed block); policies that keep
+        their own free list hear of it here."""
+        return None
+
     # -- allocation ---------------------------------------------------------------------------
     def table(self, owner: str) -> list[tuple[int, int]]:
         return self.tables.setdefault(owner, [])

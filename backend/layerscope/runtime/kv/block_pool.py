@@ -89,13 +89,8 @@ class BlockPool:
 
     def largest_free_run(self, bank: int | None = None) -> int:
         """Longest run of adjacent free slots within one bank (all banks when bank is None)."""
-        rows = range(self.banks) if bank is None else (bank,)
-        best = 0
-        for b in rows:
-            best = max(best, _longest_true_run(self.owner[b] == FREE))
-            if best == self.pages_per_bank:
-                break
-        return best
+        rows = self.owner if bank is None else self.owner[bank : bank + 1]
+        return _longest_true_run(rows == FREE)
 
     def find_run(self, n: int, bank: int) -> int | None:
         """First slot of the lowest run of `n` adjacent free slots in `bank`; None when there is none."""
@@ -168,8 +163,10 @@ class BlockPool:
 
 
 def _longest_true_run(mask: np.ndarray) -> int:
+    """Longest run of True within any one row of a 2-D mask (rows padded with False so runs never join)."""
     if not mask.any():
         return 0
-    padded = np.concatenate(([False], mask, [False])).astype(np.int8)
-    edges = np.flatnonzero(np.diff(padded))  # run starts and ends, alternating
+    padded = np.zeros((mask.shape[0], mask.shape[1] + 2), dtype=np.int8)
+    padded[:, 1:-1] = mask
+    edges = np.flatnonzero(np.diff(padded.ravel()))  # run starts and ends, alternating
     return int((edges[1::2] - edges[::2]).max())

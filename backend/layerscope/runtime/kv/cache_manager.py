@@ -156,6 +156,7 @@ class KVCacheManager:
             assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
             if b.ref_cnt == 0 and b.block_hash is None:
                 self.pool.release(b.bank, b.slot)
+                self.allocator.released(b.bank, b.slot)
                 del self.blocks[(b.bank, b.slot)]
                 released.append((b.bank, b.slot))
                 continue
@@ -191,6 +192,7 @@ class KVCacheManager:
             del self.cached[b.block_hash]
             del self.blocks[where]
             self.pool.release(*where)
+            self.allocator.released(*where)
             out.append(where)
         if out:
             self._log.append(("evict", None, out))

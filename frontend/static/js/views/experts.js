@@ -13,7 +13,8 @@ export class ExpertsView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const stamp = this.store.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn) return false;
     this.drawn = stamp;

@@ -33,7 +33,8 @@ export class LatencyView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
@@ -45,12 +46,13 @@ export class LatencyView {
     // one layer: a step's own work; a whole-model one-off cost (the switch-over of step 0) is shown apart
     const oneOff = (run) => {
       const m = new Map();
-      for (const k of run.kernel) if (isOneOff(k) && k.step !== null && k.step !== undefined) m.set(k.step, (m.get(k.step) || 0) + k.dur_us);
+      // the step's own whole-model kernels (switch-over, embedding lookup), not re-fetches on the copy stream
+      for (const k of run.kernel) if (isOneOff(k) && k.step !== null && k.step !== undefined && k.stream !== "copy") m.set(k.step, (m.get(k.step) || 0) + k.dur_us);
       return m;
     };
     const traces = [];
-    const shapes = [...ax.breaks().shapes];
-    const annotations = [...ax.breaks().annotations];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
+    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
     let sla = null;
     for (const run of s.runs) {
       const d = run.decode_step;
@@ -58,10 +60,10 @@ export class LatencyView {
       const color = runColor(run.role);
       const tag = s.runs.length > 1 ? ` · ${run.label}` : "";
       const once = oneOff(run);
-      const val = (e) => (model ? e.model_latency_us / 1e3 : e.latency_us - (once.get(e.step) || 0));
+      const val = (e) => (model ? e.model_latency_us / 1e3 : Math.max(0, e.latency_us - (once.get(e.step) || 0)));
       const x = d.map((e) => ax.toX(e.t_us));
       const y = d.map(val);
-      if (!model) for (const [step, extra] of once) {
+      if (!model) for (const [step, extra] of [...once].filter(([, v]) => v > 0.2 * Math.max(...y)).slice(0, 1)) {
         const i = d.findIndex((e) => e.step === step);
         if (i < 0 || run.role !== "main") continue;
         const [v0, v1] = ax.shown();

@@ -19,7 +19,8 @@ export class MemoryView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
@@ -44,8 +45,8 @@ export class MemoryView {
         });
       }
     }
-    const shapes = [...ax.breaks().shapes];
-    const annotations = [...ax.breaks().annotations];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
+    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
     const thr = s.scenario && s.scenario.low_mem_threshold_gib;
     if (thr && minFree < 2 * thr) {
       // the chunk scheduler shrinks chunks when free HBM falls below this (scenario low_mem_threshold_gib)

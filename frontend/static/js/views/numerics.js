@@ -22,7 +22,8 @@ export class NumericsView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
@@ -31,7 +32,7 @@ export class NumericsView {
     if (!hasNumerics(s)) return true;
     const ax = s.axis;
     const traces = [];
-    const shapes = [...ax.breaks().shapes];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
     const annotations = [];
     let top = FLOOR * 10;
     for (const run of s.runs) {

@@ -1,24 +1,24 @@
 // Time per stage: the whole prefill (all chunks) on the left, the mean decode step on the right, in the
-// shared axis's units (one layer, or the whole model: x num_layers, one-off costs counted once). A comparison
-// preset shows both runs side by side in their run colours (decode bars hatched), so "which stage got slower"
-// reads at a glance. Hover: launches, mean per launch, HBM bandwidth utilisation and L2 hit rate.
+// shared axis's units: one layer (whole-model kernels, scope "model" such as the embedding lookup or the
+// article's switch-over, are not a layer's stage and are left out), or the whole model (x num_layers, the
+// whole-model kernels counted once). A comparison preset shows both runs side by side in their run colours
+// (decode bars hatched), so "which stage got slower" reads at a glance. Hover: launches, mean per launch, HBM
+// bandwidth utilisation. No L2 hit rate: L2 reuse is not modelled (docs/design.md).
 
 import { PHASE, PLOT_CONFIG, legendAbove, plotLayout, runColor } from "../colors.js";
 import { isOneOff } from "../axis.js";
 import { us } from "../format.js";
 
-function totals(kernels, phase, layers) {
+function totals(kernels, phase, layers, model) {
   const by = new Map();
   for (const k of kernels) {
-    if (k.phase !== phase) continue;
+    if (k.phase !== phase || (!model && isOneOff(k))) continue;
     let r = by.get(k.stage);
-    if (!r) by.set(k.stage, (r = { us: 0, n: 0, hbm: 0, l2: 0, kind: k.stage_kind }));
-    const d = isOneOff(k) ? k.dur_us : k.dur_us * layers; // a one-off cost is paid once for the whole model
-    r.us += d;
+    if (!r) by.set(k.stage, (r = { us: 0, n: 0, hbm: 0, raw: 0, kind: k.stage_kind }));
+    r.us += isOneOff(k) ? k.dur_us : k.dur_us * layers; // a whole-model cost is paid once, not per layer
     r.n += 1;
     r.hbm += k.hbm_util * k.dur_us;
-    r.l2 += k.l2_hit * k.dur_us;
-    r.raw = (r.raw || 0) + k.dur_us;
+    r.raw += k.dur_us;
   }
   return by;
 }
@@ -32,7 +32,8 @@ export class StagesView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn) return false;
@@ -50,7 +51,7 @@ export class StagesView {
     for (const run of s.runs) {
       const steps = Math.max(run.decode_step.length, 1);
       for (const phase of ["prefill", "decode"]) {
-        const by = totals(run.kernel, phase, layers);
+        const by = totals(run.kernel, phase, layers, model);
         const stages = order.filter((x) => by.has(x));
         if (!stages.length) continue;
         const div = phase === "decode" ? steps : 1;
@@ -65,12 +66,12 @@ export class StagesView {
           marker: { color, line: { color, width: 1 }, pattern: phase === "decode" && many ? { shape: "/", fgcolor: color, bgcolor: "rgba(0,0,0,0)", solidity: 0.5 } : undefined },
           customdata: stages.map((x) => {
             const r = by.get(x);
-            return [us(r.raw / div), r.n, us(r.raw / r.n), (100 * r.hbm) / (r.raw || 1), (100 * r.l2) / (r.raw || 1)];
+            return [us(r.raw / div), r.n, us(r.raw / r.n), (100 * r.hbm) / (r.raw || 1)];
           }),
           hovertemplate:
             `<b>%{x}</b> · ${run.label} · ${phase}<br>%{y:.3g} ${scale === 1e3 ? "ms" : "µs"} ${phase === "decode" ? "per step" : "whole prefill"}` +
             `${model ? ` (whole model, ${s.layers} layers)` : " (one layer)"}<br>one layer: %{customdata[0]} · %{customdata[1]} launches (%{customdata[2]} each)` +
-            "<br>HBM util %{customdata[3]:.0f}% · L2 hit %{customdata[4]:.0f}%<extra>simulated at full size</extra>",
+            "<br>HBM util %{customdata[3]:.0f}%<extra>simulated at full size</extra>",
         });
       }
     }

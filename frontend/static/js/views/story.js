@@ -38,17 +38,22 @@ export function deltaLine(store) {
   if (!a || !b) return "";
   const parts = [];
   let biggest = 0;
+  let timed = 0; // time figures both runs have
   for (const [key, name] of FIGURES) {
     const va = Number(a.summary[key]);
     const vb = Number(b.summary[key]);
     if (!Number.isFinite(va) || !Number.isFinite(vb) || (va === 0 && vb === 0)) continue;
     const p = pct(va, vb);
-    if (p === null || Math.abs(p) < 0.05) continue;
-    if (key.endsWith("_us")) biggest = Math.max(biggest, Math.abs(p) / 100); // "small" is judged on times
+    if (p === null) continue;
+    if (key.endsWith("_us")) {
+      biggest = Math.max(biggest, Math.abs(p) / 100); // "small" is judged on times
+      timed += 1;
+    }
+    if (Math.abs(p) < 0.05) continue;
     const fmtv = key.endsWith("_us") ? (v) => us(v) : (v) => String(v);
     parts.push(`${signed(p)} ${name} (${fmtv(va)} → ${fmtv(vb)})`);
   }
-  let text = `<span class="b">${esc(b.label)}</span> vs <span class="a">${esc(a.label)}</span>: ${parts.slice(0, 3).join(", ") || "no measurable difference"}`;
+  let text = `<span class="b">${esc(b.label)}</span> vs <span class="a">${esc(a.label)}</span>: ${parts.slice(0, 3).join(", ") || (timed ? "no difference on the headline figures" : "none of the headline figures (prefill layer, decode step, jitter) applies to both runs: compare them in the panels")}`;
   const varied = store.scenario.compare ? Object.keys(store.scenario.compare.set || {}) : [];
   const art = varied.map((k) => ARTICLE[k]).find(Boolean);
   const claims = store.loaded ? store.loaded.claims || [] : [];
@@ -57,6 +62,6 @@ export function deltaLine(store) {
     const ca = claims.find((c) => c.id === art[1]);
     if (cb && ca && cb.stated && ca.stated) text += `; the article claims ${signed(pct(ca.stated, cb.stated))} ${art[2]} (${ca.stated} → ${cb.stated} ${esc(ca.unit)})`;
   }
-  if (biggest < SMALL) text += `. <span class="loud">Physics says the effect is small here: under ${SMALL * 100}% on every time figure.</span>`;
+  if (timed && biggest < SMALL) text += `. <span class="loud">Physics says the effect is small here: under ${SMALL * 100}% on every time figure.</span>`;
   return text;
 }

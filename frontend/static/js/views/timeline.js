@@ -17,8 +17,9 @@ function hover(k, run, layers) {
   const once = k.scope === "model" || (!k.scope && k.stage === "switch_over");
   return (
     `<b>${k.name}</b>${run ? ` · ${run}` : ""}<br>${k.stage} · ${k.stage_kind} · ${k.phase} ${where}<br>` +
-    `start ${us(k.start_us)}, ${us(k.dur_us)}${once ? " (one-off, whole model)" : ` one layer (${us(k.dur_us * layers)} for ${layers} layers)`}<br>${k.shapes || ""}<br>` +
-    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)} · L2 hit ${pct(k.l2_hit)}` +
+    `start ${us(k.start_us)}, ${us(k.dur_us)}${once ? " (whole-model cost, paid once)" : ` one layer (${us(k.dur_us * layers)} for ${layers} layers)`}<br>${k.shapes || ""}<br>` +
+    `${flops(k.flops)} · ${bytes(k.bytes)} · ${k.bound}-bound<br>HBM ${pct(k.hbm_util)}` +
+    (k.l2_hit > 0 ? ` · ${pct(k.l2_hit)} of bytes from L2-resident data` : "") +
     "<br><i>simulated at full size · click to pin</i>"
   );
 }
@@ -164,7 +165,7 @@ export class TimelineView {
   shapes() {
     const s = this.store;
     const ax = s.axis;
-    const shapes = [...ax.breaks().shapes];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
     const main = s.main;
     const ph = main ? main.phase : [];
     for (let i = 0; i < ph.length; i++) {
@@ -177,7 +178,8 @@ export class TimelineView {
     return shapes;
   }
 
-  render(force = false) {
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
@@ -196,7 +198,7 @@ export class TimelineView {
         ticktext: lanes.map((l) => (s.runs.length > 1 ? `<span style="color:${tickColor(l)}">${l.name}</span>` : l.name)),
       },
       shapes: this.shapes(),
-      annotations: ax.breaks().annotations,
+      annotations: ax.breaks(this.el.clientWidth).annotations,
       dragmode: "zoom",
       hovermode: "closest",
     });

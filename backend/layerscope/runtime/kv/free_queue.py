@@ -1,0 +1,36 @@
+"""vLLM's placement: no policy at all. Free blocks wait in one queue (vLLM's FreeKVCacheBlockQueue); an
+allocation takes from its head and a freed block joins its tail, so placement follows the history of frees.
+
+    start: address order (slot-major, so consecutive blocks round-robin over banks, as naive.py)
+    take:  head of the queue           free: tail of the queue
+
+Slots taken behind the queue's back (other tenants) are skipped when they reach the head.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from layerscope.runtime.kv.allocator import KVAllocator, Migration, Phase
+from layerscope.runtime.kv.block_pool import BlockPool
+
+
+class FreeQueueAllocator(KVAllocator):
+    name = "free_queue"
+
+    def __init__(self, pool: BlockPool) -> None:
+        super().__init__(pool)
+        self.free_queue: deque[tuple[int, int]] = deque(
+            (a % pool.banks, a // pool.banks) for a in range(pool.num_pages)
+        )
+
+    def _place(self, owner: str, logical: int, phase: Phase) -> tuple[int, int, list[Migration]] | None:
+        q, owners = self.free_queue, self.pool.owner
+        while q:
+            bank, slot = q.popleft()
+            if owners[bank, slot] == -1:
+                return bank, slot, []
+        return None
+
+    def released(self, bank: int, slot: int) -> None:
+        self.free_queue.append((bank, slot))
