@@ -138,9 +138,17 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
     }
 
 
+# Kinds the dashboard reads only from loaded.overview (the bank map rebuilds each run's state at the cursor from its
+# page events there), so they are not streamed again frame by frame: a serving run's page_alloc events carry
+# hundreds of (bank, slot) pairs each and were most of its frames' bytes (bench/README.md). Recordings and
+# exports are written from the engine's result and stay complete.
+OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict"})
+
+
 def prepare(result: SimResultLike) -> PreparedRun:
-    events = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
-    duration = max((_end_us(e) for e in events), default=0.0)
+    every = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
+    duration = max((_end_us(e) for e in every), default=0.0)
+    events = [e for e in every if e["kind"] not in OVERVIEW_ONLY]
     claims = claims_of(result)
     return PreparedRun(
         spec=result.spec,
