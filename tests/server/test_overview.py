@@ -128,6 +128,7 @@ def test_page_events_travel_in_the_overview_only() -> None:
     run = prepare(result)
     kinds = {e["kind"] for e in run.events}
     assert not kinds & {"page_alloc", "page_free", "page_migrate", "page_evict"}
+    assert run.num_events == len(result.events) > len(run.events)
     assert {"kernel", "request", "step", "banks"} <= kinds
     n_alloc = sum(1 for e in result.events if e.kind == "page_alloc")
     assert n_alloc > 0 and len(rows(run.overview["runs"][0]["tables"]["page_alloc"])) == n_alloc

@@ -115,6 +115,7 @@ class PreparedRun:
     tour: list[dict[str, Any]] = field(default_factory=list)
     overview: dict[str, Any] | None = None  # the whole run (and its compare run) for the first screen
     result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
+    num_events: int = 0  # events in the run, those that travel only in the overview included (`loaded.num_events`)
 
     @property
     def kernel_index(self) -> list[int]:
@@ -162,6 +163,7 @@ def prepare(result: SimResultLike) -> PreparedRun:
         tour=tour_of(result),
         overview=overview(result, _num_layers(result.spec)),
         result=result,
+        num_events=len(every),
     )
 
 
