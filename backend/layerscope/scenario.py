@@ -5,12 +5,13 @@ Every bound here is also what keeps a request from making the server allocate wi
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
@@ -109,6 +110,11 @@ class WorkloadSpec(Strict):
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
 
+    @field_serializer("request_rate", when_used="json")
+    def _rate_json(self, v: float) -> float | str:
+        """JSON has no inf: "Infinity", which pydantic reads back (model_dump(mode="json") too, for the server)."""
+        return "Infinity" if math.isinf(v) else v
+
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:
         r = self.range_ratio
@@ -160,6 +166,10 @@ class DeploymentSpec(Strict):
     kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache precision (vLLM --kv-cache-dtype)")
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="share of GPU memory vLLM may use")
     cuda_graphs: bool = Field(True, description="decode steps replay CUDA graphs (vLLM's default; off = eager)")
+    async_scheduling: bool = Field(
+        True, description="the engine schedules step N+1 while step N runs (vLLM --async-scheduling: opt-in up to "
+        "v0.11, the default since; off = the host's step work is exposed between steps)"
+    )
     max_model_len: int | None = Field(
         None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
     )

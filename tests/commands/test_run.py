@@ -98,3 +98,29 @@ def test_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     frames = [f for f in drawn.decode().split("\r") if f.strip()]  # the terminal turns "\n" into "\r\n"
     assert len(frames) > 2 and frames[0].startswith("decode-pulses [")
     assert frames[-1].strip().endswith("100%") and "#" * 30 in frames[-1]
+
+
+def test_run_a_workload_from_a_trace_with_dotted_sets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from layerscope.paths import scenarios_dir
+
+    trace = scenarios_dir() / "traces" / "sample-azure.csv"
+    ev, tr = tmp_path / "e.jsonl", tmp_path / "t.json"
+    rc = main(["run", "serving-kv-preemption", "--set", f"workload.trace={trace}", "--set", "free_hbm_gib=20",
+               "--set", "compare=null", "--set", "scheduler.prefix_caching=true", "--events", str(ev),
+               "--trace", str(tr)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and err == ""
+    assert "successful requests" in out and "P99 TPOT" in out and "prefix cache hit rate" in out
+    assert "free_queue allocator" in out.splitlines()[0]
+    events = [parse_event(json.loads(line)) for line in ev.read_text().splitlines()]
+    assert sum(e.kind == "request" and e.what == "finished" for e in events) == 40
+    assert events[-1].figures["completed"] == 40
+    assert json.loads(tr.read_text())["traceEvents"]
+
+
+def test_run_refuses_a_bad_trace_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,12,3\n1,-5,3\n")
+    assert main(["run", "serving-kv-preemption", "--set", f"workload.trace={bad}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 3, column 'ContextTokens'" in err

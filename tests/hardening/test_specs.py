@@ -154,3 +154,32 @@ def test_rest_paths_cannot_leave_their_folders(client: TestClient, path: str) ->
     r = client.get(path)
     assert r.status_code in (404, 422)
     assert "[project]" not in r.text and "root:" not in r.text
+
+
+def test_websocket_dotted_set_runs_a_workload(client: TestClient) -> None:
+    with client.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "load", "scenario": "decode-pulses",
+                      "set": {"workload.num_requests": 3, "workload.input_len": 64, "workload.output_len": 4}})
+        msg = ws.receive_json()
+    assert msg["type"] == "loaded" and msg["num_events"] > 0
+    assert msg["scenario"]["workload"]["num_requests"] == 3
+    assert msg["scenario"]["workload"]["request_rate"] == "Infinity"  # inf as JSON carries it (and parses back)
+
+
+@pytest.mark.parametrize(
+    ("over", "field", "words"),
+    [
+        ({"workload.num_requests": 3000, "workload.output_len": 1000, "workload.max_concurrency": 10},
+         "workload.num_requests", "engine steps"),
+        ({"workload.num_requests": 1, "workload.output_len": 5000}, "workload.output_len", "engine steps"),
+        ({"workload.trace": "/etc/passwd"}, "workload.trace", "CLI only"),
+        ({"workload.max_concurency": 3}, "set.workload.max_concurency", "unknown field"),
+        ({"scheduler.max_num_seqs": 0}, "set.scheduler.max_num_seqs", "greater than or equal to 1"),
+    ],
+)
+def test_websocket_workloads_are_bounded_naming_the_field(
+    client: TestClient, over: dict[str, Any], field: str, words: str
+) -> None:
+    err = _answer(client, {"type": "load", "scenario": "decode-pulses", "set": over})
+    assert err["type"] == "error" and words in err["message"], err
+    assert err["field"] == field

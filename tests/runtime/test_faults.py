@@ -130,3 +130,33 @@ def test_compaction_moves_pages_across_banks_when_no_bank_has_room_for_the_run()
     assert all(e.reason == "compact" for e in r.events if e.kind == "page_migrate")
     [hint] = [e for e in r.events if e.kind == "page_alloc" and e.owner == "hint"]
     assert len(set(hint.banks)) == 1 and hint.slots == list(range(hint.slots[0], hint.slots[0] + fail.pages_wanted))
+
+
+# -- one class per fault kind, with hooks -------------------------------------------------------------------------
+def test_each_kind_has_its_class_and_hooks() -> None:
+    from layerscope.runtime.faults import FAULTS, EccBitflips, FaultPlan, MemoryContention, StaleChunkMetadata
+    from layerscope.runtime.shadow import ShadowResult
+    from layerscope.scenario import FaultSpec
+
+    plan = FaultPlan([FaultSpec(kind=k, at_chunk=1, rate=0.5, count=2) for k in FAULTS], decode_steps=10)
+    assert [type(s).__name__ for s in plan.states] == [
+        "StaleChunkMetadata", "ChunkSchedulerDisabled", "EccBitflips", "MemoryContention"]  # fmt: skip
+    stale, disabled, ecc, contention = plan.states
+    assert stale.after_barrier and not disabled.after_barrier
+    assert stale.strikes_at_chunk(1, 4) and stale.strikes_at_chunk(0, 1)  # clamped to the last chunk
+    assert not ecc.strikes_at_chunk(0, 4) and ecc.strikes_at_chunk(1, 4) and not ecc.strikes_at_step(0)
+    nan = ShadowResult(tokens=4, rel_error=float("inf"), max_abs_error=float("inf"), nan_count=3, inf_count=0,
+                       expert_counts=None)
+    small = ShadowResult(tokens=4, rel_error=1e-3, max_abs_error=1e-3, nan_count=0, inf_count=0, expert_counts=None)
+    assert isinstance(ecc, EccBitflips) and "3 NaN" in (ecc.on_numerics(nan) or "")
+    assert ecc.on_numerics(small) is None and stale.on_numerics(small) is None
+    assert "rel_error" in (disabled.on_numerics(nan) or "")
+    assert "CRC32 mismatch in banks [2, 5]" in (stale.on_validate([2, 5], True) or "")
+    assert stale.on_validate([], True) is None
+    assert ecc.on_validate([], True) is None and "weight scrub" in (ecc.on_validate([], False) or "")
+    assert isinstance(contention, MemoryContention) and isinstance(stale, StaleChunkMetadata)
+    assert contention.on_step(3, 120.0, 100.0) and contention.on_step(3, 105.0, 100.0) is None
+    assert contention.on_chunk(1, 200.0, 100.0) and contention.on_chunk(1, 101.0, 100.0) is None
+    rng = np.random.default_rng(0)
+    assert plan.stolen_bandwidth("prefill", 0, rng) == 0.0  # contention starts at chunk 1, for 2 chunks
+    assert 0.25 <= plan.stolen_bandwidth("prefill", 2, rng) <= 0.75

@@ -268,3 +268,57 @@ def test_every_preset_plans_and_prices(runtime: str, gpu_name: str) -> None:
             times = [cm.cost(k).time_us for k in kernels]
             assert all(0 < t < 1e6 for t in times), model.name
             assert all(k.bytes >= 0 and k.flops >= 0 for k in kernels)
+
+
+def test_fp8_gemms_quantize_their_activations_first() -> None:
+    """vLLM's block-fp8 linear and fused MoE run per_token_group_quant_fp8 before each fp8 GEMM; bf16 does not."""
+    from layerscope.model.config import preset
+
+    plan, qwen = get_runtime("vllm"), preset("qwen3-235b-a22b")
+    fp8 = plan.decode_step(qwen, 1024, batch=4, dtype="fp8")
+    names = [k.name for k in fp8]
+    quant = [i for i, n in enumerate(names) if n == "per_token_group_quant_fp8"]
+    assert [fp8[i + 1].name for i in quant] == [
+        "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm", "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm",
+        "fused_moe_kernel", "fused_moe_kernel"]  # qkv_proj, o_proj, the experts' gate_up and down
+    gate_up_quant = fp8[quant[2]]
+    assert gate_up_quant.bytes == 4 * 4096 * (2 + 1) + 4.0 * 4 * (4096 // 128)  # bf16 in, fp8 out, fp32 scales
+    down_quant = fp8[quant[3]]
+    assert "x[32,1536]" in down_quant.shapes  # 4 tokens x top-8 rows of the moe intermediate
+    assert "per_token_group_quant_fp8" not in [k.name for k in plan.decode_step(qwen, 1024, batch=4)]
+
+
+# -- the mixed step ------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("runtime", ["vllm", "article"])
+def test_step_kernels_of_one_sequence_are_its_chunk_or_its_decode(runtime: str) -> None:
+    from layerscope.model.config import PRESETS
+    from layerscope.runtime.plan import get_runtime
+
+    plan = get_runtime(runtime)
+    m = PRESETS["qwen3-235b-a22b" if runtime == "vllm" else "article"]
+    assert plan.step_kernels(m, [(4096, 8192)]) == plan.prefill_chunk(m, 4096, 8192)
+    assert plan.step_kernels(m, [(1, 0)]) == plan.prefill_chunk(m, 1, 0)  # a 1-token prompt
+    assert plan.step_kernels(m, [(1, 999)]) == plan.decode_step(m, 1000)
+    with pytest.raises(ValueError):
+        plan.step_kernels(m, [])
+
+
+def test_a_mixed_step_prices_gemms_over_all_tokens_and_attention_per_sequence() -> None:
+    from layerscope.model.config import PRESETS
+    from layerscope.runtime.plan import get_runtime
+
+    plan, m = get_runtime("vllm"), PRESETS["qwen3-235b-a22b"]
+    mixed = plan.step_kernels(m, [(1, 1000), (1, 3000), (500, 200)])
+    qkv = next(k for k in mixed if k.stage == "qkv_proj")
+    assert qkv.gemm is not None and qkv.gemm[0] == 502  # every token of the step in one GEMM
+    attn = [k for k in mixed if k.kind == "attention"]
+    assert [k.name for k in attn] == ["flash_fwd_kernel", "flash_fwd_splitkv_kernel"]
+    prefill = plan.prefill_chunk(m, 500, 200)
+    assert attn[0].flops == next(k for k in prefill if k.kind == "attention").flops  # the chunk over its context
+    one, other = (next(k for k in plan.decode_step(m, c) if k.kind == "attention") for c in (1001, 3001))
+    assert attn[1].flops == pytest.approx(one.flops + other.flops)  # each decode reads its own KV
+    assert attn[1].bytes == pytest.approx(one.bytes + other.bytes)
+    experts = [k for k in mixed if k.name == "fused_moe_kernel"]
+    assert experts[0].groups == 128  # 502 tokens x top-8 touch (almost) every one of the 128 experts
+    two = plan.step_kernels(m, [(1, 1000), (1, 3000)])
+    assert next(k for k in two if k.name == "fused_moe_kernel").groups == round(128 * (1 - (1 - 8 / 128) ** 2))

@@ -109,7 +109,8 @@ def _output(path: Path) -> Iterator[TextIO]:
 
 
 def format_summary(spec: scenario.ScenarioSpec, summary: dict, num_events: int) -> str:
-    head = f"{spec.name}: {spec.model} on {spec.gpu}, {spec.runtime} runtime, {spec.allocator} allocator"
+    allocator = summary.get("allocator", spec.allocator)  # a serving vllm run takes vLLM's free-block queue
+    head = f"{spec.name}: {spec.model} on {spec.gpu}, {spec.runtime} runtime, {allocator} allocator"
     lines = [head, f"  {num_events} events; times at full size, numerics at the scaled size ({spec.numerics_model})"]
     for key, label, unit in TABLE:
         if key in summary:

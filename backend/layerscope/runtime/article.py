@@ -171,9 +171,9 @@ class ArticleRuntime(RuntimePlan):
             raise ValueError("a step needs at least one sequence")
         ks: list[Kernel] = []
         for n, ctx in batch:
-            if n > 1:
+            if n > 1 or ctx == 0:  # a decode always has context: a 1-token prompt is a prefill
                 ks += self.prefill_chunk(model, n, ctx, dtype)
-        decodes = [ctx + 1 for n, ctx in batch if n == 1]
+        decodes = [ctx + 1 for n, ctx in batch if n == 1 and ctx > 0]
         if decodes:
             ks += self.decode_step(model, round(sum(decodes) / len(decodes)), len(decodes), dtype)
         return ks

@@ -28,7 +28,6 @@ from layerscope.events import (
     AllocFailEvent,
     BanksEvent,
     ChunkEvent,
-    CrcEvent,
     DecodeStepEvent,
     ExpertsEvent,
     FaultEvent,
@@ -48,7 +47,7 @@ from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
 from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, scenario_placement
-from layerscope.runtime.faults import DETECT_REL_ERROR, ECC_DIVERGENCE, JITTER_BAND, FaultPlan, FaultState, stale_pages
+from layerscope.runtime.faults import FaultPlan, FaultState, stale_pages
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
@@ -58,6 +57,7 @@ from layerscope.runtime.shadow import NumericShadow, ShadowResult
 from layerscope.runtime.sharded import deployed, step_extras
 from layerscope.runtime.summary import summarize
 from layerscope.runtime.timing import COPY, Timing
+from layerscope.runtime.validation import crc_pass
 from layerscope.scenario import ActionSpec, ScenarioSpec
 
 # Host link for re-fetching evicted pages: PCIe Gen5 x16 moves ~50 GB/s in practice (64 GB/s raw).
@@ -253,7 +253,7 @@ class _Engine:
         c, t_start = d.index, self.t
         self.stats.chunk_sizes.append(d.num_tokens)
         for state in self.faults.states:
-            if self.faults.strikes_at_chunk(state, c, num_chunks) and state.spec.kind != "stale_chunk_metadata":
+            if not state.after_barrier and state.strikes_at_chunk(c, num_chunks):
                 self._inject(state, chunk=c)
         self._actions(chunk=c, pressure=False)
         first_page = d.token_start // self.page_size
@@ -262,7 +262,7 @@ class _Engine:
         stolen = self.faults.stolen_bandwidth("prefill", c, self.rng)
         ws = self._workspace(d.num_tokens)
         scale = 1.0 - stolen  # memory_path_contention slows host-path traffic only (_refetch), not HBM
-        kernels = self.plan.prefill_chunk(self.model, d.num_tokens, d.token_start)
+        kernels = self.plan.step_kernels(self.model, [(d.num_tokens, d.token_start)])
         self.stats.attention_launches += sum(1 for k in kernels if k.stage == "attention" and k.kind == "attention")
         end = self._launch(kernels, "prefill", lambda k: CostEnv(hbm_bw_scale=scale), chunk=c)
         if stolen > 0:  # what the chunk would have taken with its bandwidth: the thief shows as the difference
@@ -284,8 +284,8 @@ class _Engine:
         self._in_flight = set(logical)  # KV written, barrier not yet passed: pressure strikes here
         self._actions(chunk=c, pressure=True)
         self._barrier(c)
-        for state in self.faults.of("stale_chunk_metadata"):  # the chunk is done; its stale map stays behind
-            if self.faults.strikes_at_chunk(state, c, num_chunks):
+        for state in self.faults.states:
+            if state.after_barrier and state.strikes_at_chunk(c, num_chunks):
                 self._inject(state, chunk=c, chunk_pages=list(logical))
 
     def _barrier(self, c: int) -> None:
@@ -337,7 +337,7 @@ class _Engine:
             t_start = self.t
             context = spec.prompt_len + i  # tokens cached before this step's token
             for state in self.faults.states:
-                if self.faults.strikes_at_step(state, i):
+                if state.strikes_at_step(i):
                     self._inject(state, step=i)
             self._actions(step=i)
             new_page = context % self.page_size == 0
@@ -352,7 +352,7 @@ class _Engine:
                 extra_bytes += len(self.stale) * self.kv.page_bytes_layer
                 extra_us += len(self.stale) * STALE_RETRY_US
             stolen = self.faults.stolen_bandwidth("decode", i, self.rng)
-            kernels = self.plan.decode_step(self.model, context + 1)
+            kernels = self.plan.step_kernels(self.model, [(1, context)])
             reader = _kv_reader(kernels)
             switch = self.plan.switch_over(self.model) if i == 0 else []
 
@@ -409,16 +409,14 @@ class _Engine:
         s.cross_bank_reads = breaks
 
     def _detect_slow_chunk(self, chunk: int, took_us: float, expected_us: float) -> None:
-        for state in self.faults.of("memory_contention"):
-            if state.injected and not state.detected and took_us > (1 + JITTER_BAND) * expected_us:
-                self._detected(state, f"chunk {chunk} took {took_us:.0f} us, {took_us / expected_us - 1:.0%} over "
-                               "its roofline time", chunk=chunk)
+        for state in self.faults.states:
+            if state.watching and (msg := state.on_chunk(chunk, took_us, expected_us)):
+                self._detected(state, msg, chunk=chunk)
 
     def _detect_jitter(self, step: int, model_us: float, median: float) -> None:
-        for state in self.faults.of("memory_contention"):
-            if state.injected and not state.detected and abs(model_us - median) > JITTER_BAND * median:
-                self._detected(state, f"step {step} left the jitter band: {model_us:.0f} us vs median {median:.0f} us",
-                               step=step)
+        for state in self.faults.states:
+            if state.watching and (msg := state.on_step(step, model_us, median)):
+                self._detected(state, msg, step=step)
 
     # == pages ====================================================================================
     def _allocate(self, n: int, phase: str, chunk: int | None = None, step: int | None = None) -> list[Migration]:
@@ -595,23 +593,14 @@ class _Engine:
 
     # == validation ===============================================================================
     def _validate(self, in_decode: bool = False) -> None:
-        got, want = self.kv.metadata_crc(self.decode_map())
-        bad = [b for b, (g, w) in enumerate(zip(got, want, strict=True)) if g != w]
-        self._emit(CrcEvent(t_us=self.t, checked_banks=self.spec.banks, bad_banks=bad, source="metadata"))
-        if self.shadow is not None:
-            faulty, clean = self.shadow.bank_crcs()
-            np_bad = [b for b, (f, c) in enumerate(zip(faulty, clean, strict=True)) if f != c]
-            self._emit(CrcEvent(t_us=self.t, checked_banks=len(faulty), bad_banks=np_bad, source="numpy"))
-            bad = sorted(set(bad) | set(np_bad))
+        events, bad = crc_pass(self.kv, self.decode_map(), self.shadow, self.t)
+        for e in events:
+            self._emit(e)
         self.stats.crc_bad_banks |= set(bad)
         rebuilt = False
         for state in self.faults.states:
-            if not state.injected or state.detected:
-                continue
-            if state.spec.kind in ("stale_chunk_metadata", "chunk_scheduler_disabled") and bad:
-                self._detected(state, f"CRC32 mismatch in banks {bad[:8]}{'...' if len(bad) > 8 else ''}", banks=bad)
-            elif state.spec.kind == "ecc_bitflips" and self.shadow is None:
-                self._detected(state, "weight scrub: ECC reports uncorrectable words in the layer's weights")
+            if state.watching and (msg := state.on_validate(bad, self.shadow is not None)):
+                self._detected(state, msg, banks=bad if bad and state.spec.kind != "ecc_bitflips" else None)
         for state in self.faults.of("stale_chunk_metadata"):
             if state.detected and self.stale:
                 self.stale, rebuilt = {}, True
@@ -646,30 +635,22 @@ class _Engine:
     # == faults ===================================================================================
     def _inject(self, state: FaultState, chunk: int | None = None, step: int | None = None,
                 chunk_pages: list[int] | None = None) -> None:
-        f = state.spec
         state.injected, state.chunk, state.step = True, chunk, step
-        detail = f.kind
-        if f.kind == "stale_chunk_metadata":
-            table = self.kv.allocator.table(SEQ)
-            pages = chunk_pages or []
-            self.stale.update(stale_pages(pages, len(pages), f.count, len(table)))
-            self._version += 1
-            state.banks = sorted({table[src][0] for src in self.stale.values() if table[src][0] != EVICTED})
-            detail = f"{len(self.stale)} pages of chunk {chunk} keep the previous chunk's slots in decode's map"
-            if self.shadow is not None:
-                self.shadow.corrupt_map(self.shadow.scaled_tokens(self.stats.chunk_sizes[-1]) // self.shadow.page,
-                                        f.count)
-        elif f.kind == "chunk_scheduler_disabled":
-            detail = f"address remap skipped from chunk {chunk}: chunks write chunk-relative pages"
-        elif f.kind == "ecc_bitflips":
-            flips = f.count
-            if self.shadow is not None:
-                flips = self.shadow.flip_weights(f.count, f.rate, self.rng)
-            detail = f"{flips} bit flips in the quantized weights' stored words"
-        elif f.kind == "memory_contention":
-            detail = f"{f.rate:.0%} of HBM bandwidth stolen for {f.count} {'steps' if step is not None else 'chunks'}"
-        self._emit(FaultEvent(t_us=self.t, fault=f.kind, action="injected", detail=detail, banks=state.banks,
-                              step=step, chunk=chunk))
+        detail = state.on_inject(self, chunk, step, chunk_pages or [])
+        self._emit(FaultEvent(t_us=self.t, fault=state.spec.kind, action="injected", detail=detail,
+                              banks=state.banks, step=step, chunk=chunk))
+
+    # FaultTarget: what a fault may do to this run
+    def stale_map(self, chunk_pages: list[int], count: int) -> tuple[int, list[int]]:
+        table = self.kv.allocator.table(SEQ)
+        self.stale.update(stale_pages(chunk_pages, len(chunk_pages), count, len(table)))
+        self._version += 1
+        if self.shadow is not None:
+            self.shadow.corrupt_map(self.shadow.scaled_tokens(self.stats.chunk_sizes[-1]) // self.shadow.page, count)
+        return len(self.stale), sorted({table[src][0] for src in self.stale.values() if table[src][0] != EVICTED})
+
+    def flip_weights(self, count: int, rate: float) -> int:
+        return count if self.shadow is None else self.shadow.flip_weights(count, rate, self.rng)
 
     def _detected(self, state: FaultState, detail: str, banks: list[int] | None = None,
                   step: int | None = None, chunk: int | None = None) -> None:
@@ -688,19 +669,8 @@ class _Engine:
         nonfinite = r.nan_count + r.inf_count > 0
         s.nan_detected |= nonfinite
         for state in self.faults.states:
-            if not state.injected or state.detected:
-                continue
-            if state.spec.kind == "ecc_bitflips" and nonfinite:
-                self._detected(state, f"{r.nan_count} NaN and {r.inf_count} inf in the layer output", step=step,
-                               chunk=chunk)
-            elif state.spec.kind == "ecc_bitflips" and r.rel_error > ECC_DIVERGENCE:
-                self._detected(state, f"output diverges from the clean run by {r.rel_error:.3g} (finite)",
-                               step=step, chunk=chunk)
-            elif state.spec.kind in ("stale_chunk_metadata", "chunk_scheduler_disabled") and (
-                r.rel_error > DETECT_REL_ERROR
-            ):
-                self._detected(state, f"output diverges from the clean run: rel_error {r.rel_error:.3g}",
-                               step=step, chunk=chunk)
+            if state.watching and (msg := state.on_numerics(r)):
+                self._detected(state, msg, step=step, chunk=chunk)
 
     def _experts(self, phase: str, full_tokens: int, at: float, chunk: int | None = None,
                  step: int | None = None, counts: list[int] | None = None) -> None:

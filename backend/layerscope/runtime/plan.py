@@ -89,7 +89,8 @@ class RuntimePlan:
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
         """One layer's kernels for a mixed step; each entry is (num_new_tokens, num_context_tokens) of one sequence.
-        One sequence alone gives exactly prefill_chunk (new > 1) or decode_step (new == 1)."""
+        One sequence alone gives exactly prefill_chunk (new > 1, or no context yet) or decode_step (new == 1):
+        both engines plan through here, so a deployment (sharded shapes, collectives) changes one place."""
         raise NotImplementedError
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:

@@ -48,9 +48,8 @@ class SchedulerOutput:
 
 @dataclass
 class StepResult:
-    """What a finished step produced: one token for each request whose known tokens are all computed."""
+    """What a finished step produced (every request whose known tokens are all computed sampled one token)."""
 
-    sampled: list[Request] = field(default_factory=list)
     first_token: list[Request] = field(default_factory=list)
     finished: list[Request] = field(default_factory=list)
 
@@ -175,10 +174,9 @@ class Scheduler:
             if req.num_computed_tokens < known:
                 continue  # a prefill chunk short of the prompt's end: no token yet
             req.num_output_tokens += 1
-            res.sampled.append(req)
             if req.num_output_tokens == 1:
                 res.first_token.append(req)
-            if req.is_finished:
+            if req.num_output_tokens >= req.output_len:
                 req.status = RequestStatus.FINISHED
                 self.running.remove(req)
                 self.kv.free(req)

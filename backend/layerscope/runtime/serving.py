@@ -231,7 +231,7 @@ class ServingEngine:
         layer_us = layer_end - t
         outside = self.plan.outside_layer_kernels(self.model, batch)
         outside_us = sum(self.timing.cost(k).time_us for k in outside)
-        # whole-model kernels in the step's plan (scope "model": the article's embedding lookup) are paid once
+        # whole-model kernels in the plan (scope "model": the article's embedding lookup) are paid once per step
         model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
         model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + outside_us + once_us
         cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with an allocation
@@ -273,7 +273,7 @@ class ServingEngine:
     def _migration(self, m: Any, t: float, request_id: int) -> float:
         """A page moved to make room (bank-aware decode): paid once per model step, on the copy stream."""
         k = Kernel("kv_page_migrate", "kv_migrate", "memory", 0.0, 2 * self.kv.page_bytes, stream=COPY,
-                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)")
+                   shapes=f"1 page x {self.model.num_hidden_layers} layers (read + write)", scope="model")
         c = self.timing.cost(k)
         start = self.timing.copy(c, t, "decode")
         self.stats.migrations += 1

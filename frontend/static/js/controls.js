@@ -3,8 +3,13 @@
 
 import { us } from "./format.js";
 
-const FORM_FIELDS = ["prompt_len", "chunk_size", "decode_steps", "gpu", "model", "runtime", "allocator", "decode_page_hint", "free_hbm_gib"];
-const NUMERIC = new Set(["prompt_len", "chunk_size", "decode_steps", "free_hbm_gib"]);
+const FORM_FIELDS = ["prompt_len", "chunk_size", "decode_steps", "gpu", "model", "runtime", "allocator", "decode_page_hint", "free_hbm_gib",
+  "workload.num_requests", "workload.max_concurrency", "scheduler.max_num_batched_tokens", "scheduler.prefix_caching"];
+const NUMERIC = new Set(["prompt_len", "chunk_size", "decode_steps", "free_hbm_gib",
+  "workload.num_requests", "workload.max_concurrency", "scheduler.max_num_batched_tokens"]);
+const BOOLEAN = new Set(["decode_page_hint", "scheduler.prefix_caching"]);
+// A dotted field (workload.num_requests) is one field of a nested model; the server takes it as is.
+const valueAt = (spec, field) => field.split(".").reduce((o, k) => (o == null ? undefined : o[k]), spec);
 // One representative fault per kind (the form offers the kind; these say where and how hard).
 const FAULT_DEFAULTS = {
   stale_chunk_metadata: { kind: "stale_chunk_metadata", at_step: 2, count: 4 },
@@ -171,8 +176,11 @@ export class Controls {
     const data = new FormData(this.form);
     const set = {};
     for (const f of FORM_FIELDS) {
-      const v = f === "decode_page_hint" ? data.has(f) : parse(f, data.get(f));
-      if (!this.preset || JSON.stringify(this.preset[f]) !== JSON.stringify(v)) set[f] = v;
+      if (f.includes(".") && !BOOLEAN.has(f) && !data.get(f)) continue; // left empty: the preset's (or none)
+      const v = BOOLEAN.has(f) ? data.has(f) : parse(f, data.get(f));
+      const was = valueAt(this.preset, f);
+      if (f.includes(".") && BOOLEAN.has(f) && !v && !was) continue;
+      if (!this.preset || JSON.stringify(was) !== JSON.stringify(v)) set[f] = v;
     }
     const fault = data.get("fault");
     const presetFault = this.preset && this.preset.faults.length ? this.preset.faults[0].kind : "";
@@ -195,8 +203,9 @@ export class Controls {
     for (const f of FORM_FIELDS) {
       const input = this.form.elements[f];
       if (!input) continue;
-      if (input.type === "checkbox") input.checked = Boolean(spec[f]);
-      else input.value = spec[f];
+      const v = valueAt(spec, f);
+      if (input.type === "checkbox") input.checked = Boolean(v);
+      else input.value = v == null ? "" : v;
     }
     this.form.elements.fault.value = spec.faults && spec.faults.length ? spec.faults[0].kind : "";
   }
@@ -251,6 +260,6 @@ export class Controls {
 }
 
 function parse(field, value) {
-  if (field === "decode_page_hint") return value === "true" || value === true;
+  if (BOOLEAN.has(field)) return value === "true" || value === true;
   return NUMERIC.has(field) ? Number(value) : value;
 }
