@@ -48,6 +48,7 @@ from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
 from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, scenario_placement
 from layerscope.runtime.faults import FaultPlan, FaultState, stale_pages
+from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
@@ -77,7 +78,9 @@ class SimResult:
 
 
 def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
-    with single_threaded_blas():  # every matmul here is small (scaled layer, router): threads cost more than they save
+    # every matmul here is small (scaled layer, router): threads cost more than they save; the run's events are
+    # long-lived and cycle-free, so the cyclic collector's passes only cost time
+    with single_threaded_blas(), paused_gc():
         result = _run(spec, progress)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})

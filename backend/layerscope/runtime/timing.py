@@ -28,6 +28,7 @@ class Timing:
         self.streams: dict[str, float] = {}  # stream -> time it is free
         self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
         self._by_id: dict[int, tuple[Kernel, KernelCost]] = {}
+        self._fields: dict[int, tuple[KernelCost, dict[str, Any]]] = {}  # a cost's kernel-event fields, by id
 
     def stream_free(self, stream: str) -> float:
         return self.streams.get(stream, 0.0)
@@ -87,9 +88,25 @@ class Timing:
         return start
 
     def kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
-        k = c.kernel
-        self.emit(trusted_event(KernelEvent, {
-            "t_us": float(start), "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind,
-            "phase": phase, "stream": k.stream, "start_us": float(start), "dur_us": float(c.time_us),
-            "flops": float(k.flops), "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util),
-            "l2_hit": float(c.l2_hit), "chunk": chunk, "step": step, "shapes": k.shapes, "scope": k.scope}))
+        # The fields that depend on the kernel and its cost alone are built once per KernelCost (costs are
+        # memoised, so a serving run's thousands of steps reuse them); a copy keeps the declaration order.
+        hit = self._fields.get(id(c))
+        if hit is None or hit[0] is not c:
+            hit = (c, _cost_fields(c))
+            self._fields[id(c)] = hit  # holds c, so its id is not reused while the entry lives
+        values = hit[1].copy()
+        values["t_us"] = values["start_us"] = float(start)
+        values["phase"] = phase
+        values["chunk"] = chunk
+        values["step"] = step
+        self.emit(trusted_event(KernelEvent, values))
+
+
+def _cost_fields(c: KernelCost) -> dict[str, Any]:
+    """A kernel event's fields, in declaration order; t_us, phase, start_us, chunk and step are filled per launch."""
+    k = c.kernel
+    return {
+        "t_us": 0.0, "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind, "phase": "",
+        "stream": k.stream, "start_us": 0.0, "dur_us": float(c.time_us), "flops": float(k.flops),
+        "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util), "l2_hit": float(c.l2_hit),
+        "chunk": None, "step": None, "shapes": k.shapes, "scope": k.scope}
