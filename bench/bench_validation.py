@@ -1,7 +1,8 @@
 """Simulated vs published serving measurements of Qwen3 MoE models (sources in bench/README.md).
 
 Nothing here was fitted: the cost model's constants come from `layerscope calibrate` on Vidur's Llama-2-7B kernel
-profiles, so every row below is held out. Prints one JSON line (the error table and the simulator's wall time).
+profiles and from published fused_moe kernel microbenchmarks (hardware/fused_moe_fit.py), so every row below is held
+out. Prints one JSON line (the error table and the simulator's wall time).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_validation.py [--quick]
 """
@@ -31,9 +32,12 @@ class Measured:
     scheduler: dict[str, Any] = field(default_factory=dict)
 
 
+# Engines of 2025 up to v0.11 ran without async scheduling unless --async-scheduling was passed (neither report
+# passes it): the host's step work is exposed (runtime/sharded.py host_step_us).
+SYNC = {"async_scheduling": False}
 # [T] tenstorrent/tt-inference-server#340: vLLM on one A100 80GB, Qwen3-30B-A3B, one request at a time.
 T = [
-    Measured("T", f"Qwen3-30B-A3B 1xA100 conc 1, {isl}/{osl}", "qwen3-30b-a3b", "a100-80g-sxm", {"tp": 1},
+    Measured("T", f"Qwen3-30B-A3B 1xA100 conc 1, {isl}/{osl}", "qwen3-30b-a3b", "a100-80g-sxm", SYNC | {"tp": 1},
              {"num_requests": n, "input_len": isl, "output_len": osl, "max_concurrency": 1},
              {"mean_ttft_ms": ttft, "mean_tpot_ms": tpot})
     for isl, osl, n, ttft, tpot in [
@@ -45,32 +49,46 @@ T = [
 # max_num_seqs 1024: vLLM V1's default for the OpenAI server on >= 70 GiB GPUs (an assumption about that run).
 G_SCHED = {"max_num_seqs": 1024}
 G = [
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
              {"num_requests": 500, "input_len": 2000, "output_len": 100},
              {"duration": 43.91, "median_ttft_ms": 20242.32, "median_tpot_ms": 108.64, "mean_tpot_ms": 101.08,
               "total_token_throughput": 23858.69}, G_SCHED),
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
              {"num_requests": 500, "input_len": 4000, "output_len": 200},
              {"median_ttft_ms": 48562.54, "median_tpot_ms": 72.58, "mean_tpot_ms": 68.94,
               "total_token_throughput": 21113.53}, G_SCHED),
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
              {"num_requests": 100, "input_len": 32000, "output_len": 100},
              {"duration": 141.60, "median_ttft_ms": 70737.29, "median_tpot_ms": 134.49,
               "total_token_throughput": 22657.51}, G_SCHED),
     Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 2000/100, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
-             {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 2000, "output_len": 100},
+             SYNC | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 2000, "output_len": 100},
              {"duration": 55.28, "median_ttft_ms": 26155.54, "median_tpot_ms": 140.65},
              {**G_SCHED, "max_num_batched_tokens": 16384}),
     Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 4000/200, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
-             {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 4000, "output_len": 200},
+             SYNC | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 4000, "output_len": 200},
              {"duration": 126.76, "median_ttft_ms": 61048.35, "median_tpot_ms": 94.78},
              {**G_SCHED, "max_num_batched_tokens": 16384}),
 ]
 
 
+# [V] vLLM PR #23151 (2025-08-19), "WO tuned configs": `vllm serve Qwen/Qwen3-30B-A3B` on one H100, TP 1, bf16,
+# `benchmark_serving.py --dataset-name random --random-input 2048 --random-output 1024 --max-concurrency 10
+# --num-prompt 100` (no --ignore-eos: 101,576 of 102,400 output tokens were generated).
+V = [
+    Measured("V", "Qwen3-30B-A3B 1xH100 conc 10, 100 x 2048/1024", "qwen3-30b-a3b", "h100-sxm", SYNC | {"tp": 1},
+             {"num_requests": 100, "input_len": 2048, "output_len": 1024, "max_concurrency": 10},
+             {"duration": 137.30, "mean_ttft_ms": 267.22, "median_ttft_ms": 300.05, "mean_tpot_ms": 13.18,
+              "median_tpot_ms": 13.17, "total_token_throughput": 2226.78}),
+]
+# vLLM V1 serves with automatic prefix caching on unless --no-enable-prefix-caching (no report passes it): a
+# preempted request finds its computed blocks again in the cache instead of recomputing its whole prompt.
+V1_SCHEDULER = {"prefix_caching": True}
+
+
 def spec_of(m: Measured) -> ScenarioSpec:
     return ScenarioSpec(name="validation", model=m.model, gpu=m.gpu, runtime="vllm", deployment=m.deployment,
-                        workload=m.workload, scheduler=m.scheduler or {})
+                        workload=m.workload, scheduler=V1_SCHEDULER | (m.scheduler or {}))
 
 
 def run(rows: list[Measured]) -> list[dict[str, Any]]:
@@ -103,7 +121,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="the one-GPU rows only")
     args = p.parse_args()
-    rows = run(T if args.quick else T + G)
+    rows = run(T if args.quick else T + V + G)
     tpot = [abs(r["rel_error"]) for r in rows if r["metric"] in ("median_tpot_ms", "mean_tpot_ms")]
     print(json.dumps({"bench": "validation", "rows": rows,
                       "tpot_abs_error_median": round(statistics.median(tpot), 3),

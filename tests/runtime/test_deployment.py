@@ -132,3 +132,24 @@ def test_eager_launches_have_a_host_floor() -> None:
     eager_ks = eager.decode_step(local, 1024)
     assert min(cost.cost(k).time_us for k in eager_ks) >= EAGER_LAUNCH_FLOOR_US - 1e-9
     assert min(cost.cost(k).time_us for k in graphs) < EAGER_LAUNCH_FLOOR_US
+
+
+def test_host_time_is_exposed_without_async_scheduling() -> None:
+    from layerscope.hardware.gpus import gpu as gpu_of
+    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.sharded import (
+        HOST_ASYNC_EXPOSED_US,
+        HOST_SYNC_BASE_US,
+        HOST_SYNC_PER_SEQ_US,
+        ShardedRuntime,
+        step_extras,
+    )
+
+    local = shard(QWEN, DeploymentSpec(tp=8))
+    overlapped = step_extras(QWEN, local, DeploymentSpec(tp=8), gpu_of("h200"), tokens=64, seqs=64)
+    sync = step_extras(QWEN, local, DeploymentSpec(tp=8, async_scheduling=False), gpu_of("h200"), 64, 64)
+    assert overlapped.host_us == HOST_ASYNC_EXPOSED_US
+    assert sync.host_us == pytest.approx(HOST_SYNC_BASE_US + 64 * HOST_SYNC_PER_SEQ_US)  # 0.5 + 1.28 ms
+    plan = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8, async_scheduling=False), gpu_of("h200"), QWEN)
+    host = [k for k in plan.outside_layer_kernels(local, [(1, 100)] * 64) if k.stream == "host"]
+    assert len(host) == 1 and host[0].fixed_us == sync.host_us and "synchronous" in host[0].shapes

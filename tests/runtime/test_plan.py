@@ -270,6 +270,24 @@ def test_every_preset_plans_and_prices(runtime: str, gpu_name: str) -> None:
             assert all(k.bytes >= 0 and k.flops >= 0 for k in kernels)
 
 
+def test_fp8_gemms_quantize_their_activations_first() -> None:
+    """vLLM's block-fp8 linear and fused MoE run per_token_group_quant_fp8 before each fp8 GEMM; bf16 does not."""
+    from layerscope.model.config import preset
+
+    plan, qwen = get_runtime("vllm"), preset("qwen3-235b-a22b")
+    fp8 = plan.decode_step(qwen, 1024, batch=4, dtype="fp8")
+    names = [k.name for k in fp8]
+    quant = [i for i, n in enumerate(names) if n == "per_token_group_quant_fp8"]
+    assert [fp8[i + 1].name for i in quant] == [
+        "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm", "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm",
+        "fused_moe_kernel", "fused_moe_kernel"]  # qkv_proj, o_proj, the experts' gate_up and down
+    gate_up_quant = fp8[quant[2]]
+    assert gate_up_quant.bytes == 4 * 4096 * (2 + 1) + 4.0 * 4 * (4096 // 128)  # bf16 in, fp8 out, fp32 scales
+    down_quant = fp8[quant[3]]
+    assert "x[32,1536]" in down_quant.shapes  # 4 tokens x top-8 rows of the moe intermediate
+    assert "per_token_group_quant_fp8" not in [k.name for k in plan.decode_step(qwen, 1024, batch=4)]
+
+
 # -- the mixed step ------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("runtime", ["vllm", "article"])
 def test_step_kernels_of_one_sequence_are_its_chunk_or_its_decode(runtime: str) -> None:

@@ -3,7 +3,9 @@
     time = launch (+ gemm_setup for a GEMM) + max(compute, memory) + overlap * min(compute, memory)
 
     memory  = HBM bytes / (peak BW * eff)  +  L2-resident bytes / (L2 BW * eff)
-              eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones
+              eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones, and the
+              architecture's FUSED_MOE stream_eff for vLLM's Triton fused_moe kernel (which also pays
+              FUSED_MOE setup_us per launch)
     compute = GEMM-shaped work: FLOPs x tile padding x wave quantization / (tensor peak x gemm_eff)
               (tile quantization: M and N round up to 128x128 tiles, M to 64 or 16 rows in the small-M
               regime; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
@@ -12,8 +14,9 @@
               mask and sequence length (attention_efficiency below), not the GEMM efficiency
               other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
 
-Only FittedConstants below are fitted; everything else is a public figure (hardware/gpus.py) or shape
-arithmetic. The fit and its held-out errors: hardware/calibration.py, `layerscope calibrate`.
+Only FittedConstants and FUSED_MOE below are fitted; everything else is a public figure (hardware/gpus.py) or
+shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`, Vidur's GEMM and
+elementwise profiles) and hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe call).
 """
 
 from __future__ import annotations
@@ -61,6 +64,36 @@ FITTED = FittedConstants(
 )
 
 
+@dataclass(frozen=True)
+class FusedMoeConstants:
+    """vLLM's Triton fused_moe_kernel (one launch per expert GEMM, all experts) at decode sizes, per architecture.
+
+    At a few rows per expert each CTA streams a thin slice of one expert's weights through a serial K loop: the
+    kernel neither reaches the streaming bandwidth of a vectorized copy nor behaves as the cuBLAS GEMMs the
+    FittedConstants come from. Two constants per architecture, fitted by hardware/fused_moe_fit.py to published
+    benchmark_moe timings of whole fused_moe calls (FUSED_MOE_MEASURED there)."""
+
+    setup_us: float  # extra fixed time per fused_moe_kernel launch (pipeline fill of the K loop, tail)
+    stream_eff: float  # fraction of peak HBM bandwidth its weight stream reaches
+
+
+# Fitted by hardware/fused_moe_fit.py (least squares on log time over the measured batch sizes 1..256; the
+# residuals: `fit_all`, and bench/README.md "Decode step breakdown"). Ampere: A100 PCIe 40GB, Qwen3-30B-A3B bf16
+# (vLLM PR #19049). Hopper: H100 SXM Qwen3-30B-A3B fp8 (vLLM PR #24700) and H200 Qwen3-235B-A22B fp8 tp 8 (SGLang PR
+# #11730); no bf16 table was found for Hopper, so bf16 uses the same figures. Blackwell: B200 Qwen3-30B-A3B bf16,
+# batch 1-4 only (vLLM PR #31448).
+FUSED_MOE: dict[str, FusedMoeConstants] = {
+    "ampere": FusedMoeConstants(setup_us=18.3, stream_eff=0.94),
+    "hopper": FusedMoeConstants(setup_us=4.3, stream_eff=0.83),
+    "blackwell": FusedMoeConstants(setup_us=5.1, stream_eff=0.77),
+}
+
+
+def is_fused_moe(k: Kernel) -> bool:
+    """The grouped expert GEMM (fused_moe_kernel): MoE work with a GEMM shape."""
+    return k.kind == "moe" and k.gemm is not None
+
+
 def wave_quantization(tiles: int, k: int, sms: int) -> float:
     """Time of `tiles` output tiles on `sms` SMs relative to perfect balance (>= 1).
 
@@ -74,10 +107,13 @@ def wave_quantization(tiles: int, k: int, sms: int) -> float:
 
 
 class CostModel:
-    def __init__(self, gpu: GPU, constants: FittedConstants = FITTED, tiled: bool = True) -> None:
+    def __init__(self, gpu: GPU, constants: FittedConstants = FITTED, tiled: bool = True,
+                 fused_moe: FusedMoeConstants | None = None) -> None:
         self.gpu = gpu
         self.constants = constants
         self.tiled = tiled  # False: plain FLOPs / peak (the naive roofline)
+        # the Triton fused_moe kernel's own figures; the plain roofline prices it as any GEMM
+        self.fused_moe = fused_moe if fused_moe is not None or not tiled else FUSED_MOE.get(gpu.arch)
 
     # -- the two sides of the roofline -------------------------------------------------------------
     def compute_us(self, k: Kernel) -> float:
@@ -110,6 +146,8 @@ class CostModel:
         """(time, HBM bytes)."""
         g = self.gpu
         eff = self.constants.hbm_eff if k.vectorized else self.constants.scalar_eff
+        if self.fused_moe is not None and is_fused_moe(k):
+            eff = self.fused_moe.stream_eff
         l2 = self.l2_served(k, env)
         hbm = k.bytes - l2 + env.extra_bytes
         share = min(1.0, k.ctas / g.sms) if k.ctas > 0 else 1.0  # a small grid only has its SMs' load units
@@ -120,6 +158,8 @@ class CostModel:
         if not k.own_launch:
             return 0.0
         setup = self.constants.gemm_setup_us if k.gemm is not None and k.kind in TENSOR_KINDS else 0.0
+        if self.fused_moe is not None and is_fused_moe(k):
+            setup += self.fused_moe.setup_us
         return (self.constants.launch_us + setup) * k.count
 
     # -- the kernel's time -----------------------------------------------------------------------------

@@ -42,7 +42,9 @@ EAGER_LAUNCH_FLOOR_US = 10.0
 # measured a 5-6 ms gap between decode steps at batch 256 (Llama-2-7B, v1 engine); taken as 0.5 ms + 20 us per
 # sequence (256 -> 5.6 ms; the 0.5 ms floor is an assumption). With CUDA graphs and async scheduling (vLLM PR
 # #19970, fully overlapped in PR #23569) the host runs a step ahead and only the token hand-over is exposed:
-# 0.25 ms, the 200-300 us the same issue estimates.
+# 0.25 ms, the 200-300 us the same issue estimates. Async scheduling was opt-in (--async-scheduling) through
+# vLLM v0.11 and became the default afterwards (vLLM issue #27679, the async scheduling plan of 2025-10-28, item
+# PR #27614): a run of v0.11 or older without the flag pays the synchronous time (DeploymentSpec.async_scheduling).
 HOST_SYNC_BASE_US = 500.0
 HOST_SYNC_PER_SEQ_US = 20.0
 HOST_ASYNC_EXPOSED_US = 250.0
@@ -105,7 +107,7 @@ class ShardedRuntime(RuntimePlan):
         tokens = sum(n for n, _ in batch)
         extras = step_extras(self.full, model, self.dep, self.gpu, tokens, len(batch))
         host = Kernel("engine step (schedule, prepare inputs, outputs)", "host", "overhead", 0.0, 0.0,
-                      shapes=f"{len(batch)} sequences; {'overlapped' if self.dep.cuda_graphs else 'synchronous'}",
+                      shapes=f"{len(batch)} sequences; {'overlapped' if overlapped(self.dep) else 'synchronous'}",
                       stream="host", own_launch=False, fixed_us=extras.host_us, scope="model")
         return [*self.launch_floors(extras.kernels, tokens), host]
 
@@ -158,6 +160,11 @@ class StepExtras:
     host_us: float  # the engine's host time the GPU waits for (exposed part only)
 
 
+def overlapped(dep: DeploymentSpec | None) -> bool:
+    """Whether the engine's host work hides behind the GPU: CUDA graphs and async scheduling, both on."""
+    return dep is not None and dep.cuda_graphs and dep.async_scheduling
+
+
 def host_step_us(num_seqs: int, overlapped: bool) -> float:
     if overlapped:
         return HOST_ASYNC_EXPOSED_US
@@ -193,5 +200,4 @@ def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | No
         ks.append(collective_kernel("all_gather", "logits_all_gather", cost, logits, tp, scope="model"))
     ks.append(Kernel("sampler (softmax, top-k/top-p, argmax)", "sampling", "elementwise", 5.0 * seqs * v,
                      3 * seqs * v * 4.0, shapes=f"logits[{seqs},{v}] fp32", ctas=seqs, scope="model"))
-    overlapped = dep is not None and dep.cuda_graphs
-    return StepExtras(kernels=ks, host_us=host_step_us(seqs, overlapped))
+    return StepExtras(kernels=ks, host_us=host_step_us(seqs, overlapped(dep)))

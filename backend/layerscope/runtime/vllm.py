@@ -2,7 +2,8 @@
 nsys profile shows, with their shapes.
 
     input_norm    rms_norm_kernel
-    qkv_proj      cuBLAS GEMM x[T,h] @ W[h, q+2kv]          (fp8: CUTLASS scaled_mm)
+    qkv_proj      cuBLAS GEMM x[T,h] @ W[h, q+2kv]          (fp8: per_token_group_quant_fp8, then CUTLASS scaled_mm;
+                                                             every fp8 GEMM below quantizes its input the same way)
     qk_norm_rope  fused_qk_norm_rope_kernel                   (no q/k norm: rotary_embedding_kernel)
     attention     reshape_and_cache_flash_kernel (paged KV write), then
                   flash_fwd_kernel (varlen, causal) | flash_fwd_splitkv_kernel (paged decode)
@@ -31,6 +32,7 @@ from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
+FP8_GROUP = 128  # activation quantization group along K, matching the checkpoint's 128x128 weight blocks
 GEMM_NAMES = {
     "bf16": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
     "_kernel__5x_cublas",
@@ -96,11 +98,13 @@ class VllmRuntime(RuntimePlan):
         h = m.hidden_size
         ks = [
             _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
+            *_act_quant(w, "qkv_proj", t, h),
             gemm_kernel(GEMM_NAMES[_gemm_key(w)], "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h, w),
             self._qk_norm_rope(m, t),
             self._kv_write(m, t),
         ]
         after = [
+            *_act_quant(w, "o_proj", t, m.q_dim),
             gemm_kernel(GEMM_NAMES[_gemm_key(w)], "o_proj", t, h, m.q_dim, w),
             _norm("fused_add_rms_norm_kernel", "post_norm", t, h, fused_add=True),
         ]
@@ -195,8 +199,10 @@ class VllmRuntime(RuntimePlan):
         h, i = m.hidden_size, m.intermediate_size
         gemm = GEMM_NAMES[_gemm_key(w)]
         return [
+            *_act_quant(w, "gate_up_proj", t, h),
             gemm_kernel(gemm, "gate_up_proj", t, 2 * i, h, w),
             _act_and_mul("act", t, i),
+            *_act_quant(w, "down_proj", t, i),
             gemm_kernel(gemm, "down_proj", t, h, i, w),
         ]
 
@@ -249,8 +255,10 @@ class VllmRuntime(RuntimePlan):
                 shapes=f"sort {rows} (token, expert) ids into blocks",
                 ctas=1,
             ),
+            *_act_quant(w, "experts", t, h),
             gate_up,
             _act_and_mul("experts", rows, mi),
+            *_act_quant(w, "experts", rows, mi),
             down,
             Kernel(
                 "moe_sum_kernel",
@@ -287,6 +295,24 @@ def _act_and_mul(stage: str, rows: int, inter: int) -> Kernel:
         shapes=f"silu(x[{rows},{inter}]) * up[{rows},{inter}]",
         ctas=rows,
     )
+
+
+def _act_quant(w: str, stage: str, rows: int, k: int) -> list[Kernel]:
+    """fp8 weights with 128x128 block scales take fp8 activations with a scale per 1x128 group: vLLM quantizes
+    the input of every such GEMM in its own kernel first (fp8_utils.apply_w8a8_block_fp8_linear and the fused MoE's
+    moe_kernel_quantize_input both call per_token_group_quant_fp8). Nothing for bf16 weights."""
+    if w != "fp8":
+        return []
+    groups = rows * max(1, k // FP8_GROUP)
+    return [Kernel(
+        "per_token_group_quant_fp8",
+        stage,
+        "elementwise",
+        3.0 * rows * k,  # abs-max, scale, cast per element
+        ACT_BYTES * rows * k + rows * k * DTYPE_BYTES["fp8"] + 4.0 * groups,  # bf16 in, fp8 out, fp32 scales
+        shapes=f"x[{rows},{k}] bf16 -> fp8, one scale per 1x{FP8_GROUP}",
+        ctas=groups,
+    )]
 
 
 def _weight_dtype(m: ModelConfig, dtype: str) -> str:
