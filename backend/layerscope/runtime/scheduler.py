@@ -193,10 +193,10 @@ class Scheduler:
         caching = self.kv.prefix_caching
         for req in out.decodes:  # a decode's one token was its last known one: it samples the next
             req.num_computed_tokens += 1
-            req.num_output_tokens += 1
+            n = req.num_output_tokens = req.num_output_tokens + 1
             if caching:
                 self.kv.cache_blocks(req)
-            if req.num_output_tokens >= req.output_len:
+            if n >= req.output_len:
                 self._finished(req, res)
         for s in out.allocated:
             req = s.request
