@@ -5,7 +5,7 @@ A real `layerscope serve` subprocess on a free loopback port; Debian's /usr/bin/
 seconds, and reports requestAnimationFrame callbacks per second over the playback, websocket frames applied per
 second, and the longest main-thread task seen by a PerformanceObserver('longtask') during playback (tasks over
 50 ms; 0 if none), and, apart, the longest during page load.
-Prints one JSON line.
+Prints one JSON line (one per preset with --scenario all).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_browser.py
 """
@@ -39,65 +39,91 @@ def wait(page, expr: str, timeout_s: float = 60.0) -> None:
         if page.evaluate(f"() => ({expr})"):
             return
         time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {expr}")
+    raise TimeoutError(f"timed out waiting for {expr}")
+
+
+def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dict:
+    """Open one preset, play it over play_s wall seconds, return its figures."""
+    page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
+    page.add_init_script(LONGTASKS)
+    page.goto(f"http://127.0.0.1:{port}/?scenario={scenario}" + (f"&{query}" if query else ""))
+    wait(page, f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{scenario}'")
+    # the first draws are done (a panel with nothing to show for the run, e.g. decode latency of a serving run, is
+    # collapsed and never drawn)
+    wait(page, "!!(document.getElementById('timeline-plot').data && (document.getElementById('latency-plot').data"
+               " || document.getElementById('latency').classList.contains('collapsed')))")
+    time.sleep(1.0)  # first draws of every view done before measuring
+    load_tasks = page.evaluate("() => window.__longtasks.splice(0)")  # page load: Plotly parse, first draws
+    page.get_by_test_id("speed").evaluate(
+        "(el, v) => { if (![...el.options].some(o => o.value === v)) el.add(new Option(v, v)); "
+        "el.value = v; el.dispatchEvent(new Event('change')); }",
+        str(PLAY_SECONDS / play_s),
+    )
+    stats = "window.__layerscope.stats"
+    raf0, frames0, t0 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
+    page.get_by_test_id("play").click()
+    wait(page, f"{STORE}.ended", timeout_s=play_s * 10 + 30)
+    raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
+    grid = page.locator("#banks-info").inner_text()
+    kernels = page.evaluate(f"() => {STORE}.runs.reduce((n, r) => n + r.kernel.length, 0)")
+    # serving runs: requests in the lanes, the most running in one step, and the serving views' redraws
+    serving = page.evaluate(
+        "() => { const sv = window.__layerscope.serving; const st = window.__layerscope.stats;"
+        " return [sv.order.length, Math.max(0, ...sv.steps.map(s => s.seqs)), st.plotDraws,"
+        " ['RequestsView', 'StepMixView', 'LatencyDistView', 'KvBlocksView'].filter(k => k in st.renderMs).length]; }"
+    )
+    longtasks = page.evaluate("() => window.__longtasks")
+    page.context.close()
+    wall = (t1 - t0) / 1000.0
+    return {
+        "bench": "browser",
+        "scenario": scenario,
+        "query": query,
+        "kernels_drawn": kernels,
+        "requests": serving[0],
+        "max_seqs_per_step": serving[1],
+        "plotly_draws": serving[2],
+        "serving_views_drawn": serving[3],
+        "bank_grid": grid,
+        "play_s": play_s,
+        "wall_s": round(wall, 2),
+        "raf_per_s": round((raf1 - raf0) / wall, 1),
+        "ws_frames_per_s": round((frames1 - frames0) / wall, 1),
+        "longest_task_ms": round(max(longtasks, default=0.0), 1),
+        "long_tasks": len(longtasks),
+        "longest_task_ms_page_load": round(max(load_tasks, default=0.0), 1),
+        "chromium": CHROMIUM,
+        "cpus": os.cpu_count(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
+    }
 
 
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
+    from layerscope.scenario import preset_names
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scenario", default="long-context-128k")
+    ap.add_argument("--scenario", default="long-context-128k", help="a preset, or 'all' for one line per preset")
     ap.add_argument("--play-s", type=float, default=5.0)
     ap.add_argument("--query", default="", help="extra settings for the page URL, e.g. 'gpu=b200&free_hbm_gib=100'")
     args = ap.parse_args()
+    names = preset_names() if args.scenario == "all" else [args.scenario]
     port = free_port()
-    proc = start_server(port)
+    proc = start_server(port, compression=False)
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
-            page.add_init_script(LONGTASKS)
-            page.goto(f"http://127.0.0.1:{port}/?scenario={args.scenario}" + (f"&{args.query}" if args.query else ""))
-            wait(page, f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{args.scenario}'")
-            time.sleep(1.0)  # first draws of every view done before measuring
-            load_tasks = page.evaluate("() => window.__longtasks.splice(0)")  # page load: Plotly parse, first draws
-            page.get_by_test_id("speed").evaluate(
-                "(el, v) => { if (![...el.options].some(o => o.value === v)) el.add(new Option(v, v)); "
-                "el.value = v; el.dispatchEvent(new Event('change')); }",
-                str(PLAY_SECONDS / args.play_s),
-            )
-            stats = "window.__layerscope.stats"
-            raf0, frames0, t0 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
-            page.get_by_test_id("play").click()
-            wait(page, f"{STORE}.ended", timeout_s=args.play_s * 10 + 30)
-            raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
-            grid = page.locator("#banks-info").inner_text()  # "32 banks x N pages ..."
-            longtasks = page.evaluate("() => window.__longtasks")
+            for name in names:
+                try:
+                    line = measure(browser, port, name, args.play_s, args.query)
+                except TimeoutError as e:  # one preset that does not load or end is reported, the rest still run
+                    line = {"bench": "browser", "scenario": name, "error": str(e)}
+                print(json.dumps(line), flush=True)
             browser.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=10)
-    wall = (t1 - t0) / 1000.0
-    print(
-        json.dumps(
-            {
-                "bench": "browser",
-                "scenario": args.scenario,
-                "query": args.query,
-                "bank_grid": grid,
-                "play_s": args.play_s,
-                "wall_s": round(wall, 2),
-                "raf_per_s": round((raf1 - raf0) / wall, 1),
-                "ws_frames_per_s": round((frames1 - frames0) / wall, 1),
-                "longest_task_ms": round(max(longtasks, default=0.0), 1),
-                "long_tasks": len(longtasks),
-                "longest_task_ms_page_load": round(max(load_tasks, default=0.0), 1),
-                "chromium": CHROMIUM,
-                "cpus": os.cpu_count(),
-                "load_avg_1m": round(os.getloadavg()[0], 2),
-            }
-        )
-    )
 
 
 if __name__ == "__main__":

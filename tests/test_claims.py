@@ -273,13 +273,15 @@ def test_claims_of_a_real_run_come_from_its_summary_and_events() -> None:
 
 
 def test_real_vllm_run_page_size_is_a_setting_and_sla_counts_misses() -> None:
-    # the whole layer on one H200 (the deployment removed) misses the 10 ms SLA; 8 x H200 at tp 8 meets it
+    # the whole layer on one H200 (the deployment removed) misses the 10 ms SLA by far; 8 x H200 at tp 8 lands at
+    # it (10.3 ms: at 32k tokens of context each layer's paged decode attention pays ~18 us, cost.DECODE_ATTENTION)
     rows = _simulated("real-qwen3-235b-h200", deployment=None, free_hbm_gib=60)
     assert rows["page_size"]["verdict"] == "setting" and "16-token pages" in rows["page_size"]["setting"]
     sla = rows["decode_sla"]
     assert sla["verdict"] == "off" and sla["factor"] is None
     assert f"{rows['summary']['over_sla_steps']} of 200 steps miss the 10 ms SLA, by" in sla["explanation"]
-    assert _simulated("real-qwen3-235b-h200")["decode_sla"]["verdict"] == "consistent"
+    tp8 = _simulated("real-qwen3-235b-h200")["decode_sla"]
+    assert tp8["simulated"] < 1.05 * 10.0 and 1.5 * tp8["simulated"] < sla["simulated"]
 
 
 def test_allocator_pair_fills_the_22ms_row_from_the_naive_run() -> None:

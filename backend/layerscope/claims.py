@@ -227,11 +227,18 @@ class _Run:
     # -- decode steps and what disturbed them -------------------------------------------------------------
     def annotated(self) -> list[_Step]:
         if self._annotated is None:
+            # one pass over the kernels and the migrations, not one per step (4096 steps x 20 000 launches)
+            self._step_kernels: dict[int, list[KernelEvent]] = {}
+            for k in self.kernels:
+                if k.step is not None and k.phase == "decode" and k.stream != "copy":
+                    self._step_kernels.setdefault(k.step, []).append(k)
+            self._step_starts = [x.t_us for x in self.steps]
+            self._migration_times = sorted(m.t_us for m in self.migrations)
             self._annotated = [self._annotate(s) for s in self.steps]
         return self._annotated
 
     def _annotate(self, s: DecodeStepEvent) -> _Step:
-        mine = [k for k in self.kernels if k.step == s.step and k.phase == "decode" and k.stream != "copy"]
+        mine = self._step_kernels.get(s.step, [])
         once = sum(k.dur_us for k in mine if k.scope == "model")
         switch = sum(k.dur_us for k in mine if k.stage == "switch_over")
         model_stages = {k.stage for k in mine if k.scope == "model"}
@@ -249,10 +256,11 @@ class _Run:
         return step
 
     def _migrated(self, s: DecodeStepEvent) -> bool:
-        starts = [x.t_us for x in self.steps]
+        starts = self._step_starts
         i = bisect.bisect_right(starts, s.t_us)
         end = starts[i] if i < len(starts) else math.inf
-        return any(s.t_us <= m.t_us < end for m in self.migrations)
+        j = bisect.bisect_left(self._migration_times, s.t_us)  # the first migration at or after the step's start
+        return j < len(self._migration_times) and self._migration_times[j] < end
 
     def _faults_at(self, s: DecodeStepEvent) -> list[str]:
         out = []

@@ -85,6 +85,9 @@ class LoadedMessage(BaseModel):
     tour_results: list[dict[str, Any]] = Field(
         default_factory=list, description="each tour step's check against this run (layerscope.tour.tour_results)"
     )
+    overview: dict[str, Any] | None = Field(
+        None, description="the whole run and its compare run as column tables (layerscope.server.overview)"
+    )
 
 
 class FrameMessage(BaseModel):

@@ -31,8 +31,11 @@ def test_decode_is_memory_bound_and_prefill_gemms_compute_bound() -> None:
     plan = get_runtime("vllm")
     decode = [cm.cost(k) for k in plan.decode_step(QWEN, 8192)]
     assert not [c for c in decode if c.bound == "compute"]
-    weights = [c for c in decode if c.kernel.stage in ("qkv_proj", "o_proj", "experts", "attention") and c.time_us > 5]
-    assert len(weights) >= 5 and all(c.bound == "memory" for c in weights)
+    weights = [c for c in decode if c.kernel.stage in ("qkv_proj", "o_proj", "experts") and c.time_us > 5]
+    assert len(weights) >= 4 and all(c.bound == "memory" for c in weights)
+    # one sequence's paged decode: its fixed cost per call (split + combine, DECODE_ATTENTION) outweighs 17 MB of KV
+    attn = next(c for c in decode if c.kernel.name == "flash_fwd_splitkv_kernel")
+    assert attn.bound == "latency" and attn.parts["memory_us"] > 5
     prefill = [cm.cost(k) for k in plan.prefill_chunk(QWEN, 4096, 0)]
     gemms = [c for c in prefill if c.kernel.stage in ("qkv_proj", "o_proj")]
     assert len(gemms) == 2 and all(c.bound == "compute" for c in gemms)

@@ -35,6 +35,7 @@ from layerscope.events import (
     PageMigrateEvent,
     PhaseEvent,
 )
+from layerscope.export.palette import palette
 from layerscope.tour import SimResultLike, format_value, tour_results
 
 GIB = 1024**3
@@ -44,7 +45,17 @@ PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 
 # Bank-map page states, in order of how notable a state is when a heatmap bin holds several.
 PAGE_STATES = ["free", "prefill", "decode", "hint", "other tenant", "evicted"]  # pressure pages count as a tenant
-PAGE_COLOURS = ["#eef0f3", "#3b6fd8", "#f28e2b", "#59a14f", "#9c9c9c", "#d62728"]
+_P = palette("light")  # the dashboard's presenter palette: one colour per entity in the report too
+PAGE_COLOURS = [_P["cell"]["empty"], _P["phase"]["prefill"], _P["phase"]["decode"], _P["cell"]["hint"],
+                _P["cell"]["tenant"], _P["cell"]["evicted"]]  # fmt: skip
+
+
+def _stage_colour(kind: str) -> str:
+    return _P["stage_kind"].get(kind, _P["stage_kind"]["overhead"])
+
+
+def _run_colour(i: int) -> str:
+    return _P["run"]["compare" if i else "main"]
 
 
 # -- figures ---------------------------------------------------------------------------------------
@@ -73,6 +84,7 @@ def timeline_figure(result: SimResultLike) -> go.Figure:
             hovertext=[_kernel_hover(k) for k in ks],
             hoverinfo="text",
             marker_line_width=0,
+            marker_color=_stage_colour(ks[0].stage_kind),
         ))  # fmt: skip
     sampled = f" (decode: 1 step in {stride} shown)" if stride > 1 else ""
     fig.update_layout(barmode="overlay", title=f"Kernel timeline, one layer{sampled}", xaxis_title="time (ms)")
@@ -90,27 +102,29 @@ def _kernel_hover(k: KernelEvent) -> str:
 
 def memory_figure(result: SimResultLike) -> go.Figure:
     fig = go.Figure()
-    for label, run in _runs(result):
+    for i, (label, run) in enumerate(_runs(result)):
         mem = [e for e in run.events if isinstance(e, MemoryEvent)]
         t = [m.t_us / 1e3 for m in mem]
         suffix = f" ({label})" if result.compare is not None else ""
+        line = {"color": _run_colour(i), "shape": "hv"}  # colour = run, line style = series (as the dashboard)
         fig.add_trace(go.Scatter(x=t, y=[m.hbm_used_bytes / GIB for m in mem], name=f"HBM used{suffix}",
-                                 line_shape="hv"))  # fmt: skip
+                                 line={**line, "dash": "longdash"}))  # fmt: skip
         fig.add_trace(go.Scatter(x=t, y=[m.hbm_free_bytes / GIB for m in mem], name=f"free{suffix}",
-                                 line_shape="hv", line_dash="dot"))  # fmt: skip
+                                 line=line))  # fmt: skip
         fig.add_trace(go.Scatter(x=t, y=[m.largest_free_run_bytes / GIB for m in mem],
-                                 name=f"largest free run{suffix}", line_shape="hv", line_dash="dash"))  # fmt: skip
+                                 name=f"largest free run{suffix}", line={**line, "dash": "dot"}))  # fmt: skip
     fig.update_layout(title="HBM over time", xaxis_title="simulated time (ms)", yaxis_title="GiB")
     return fig
 
 
 def latency_figure(result: SimResultLike) -> go.Figure:
     fig = go.Figure()
-    for label, run in _runs(result):
+    for i, (label, run) in enumerate(_runs(result)):
         steps = [e for e in run.events if isinstance(e, DecodeStepEvent)]
         if not steps:
             continue
         fig.add_trace(go.Scatter(
+            line_color=_run_colour(i),
             x=[s.step for s in steps],
             y=[s.model_latency_us / 1e3 for s in steps],
             name=f"decode step, whole model ({label})",
@@ -120,11 +134,11 @@ def latency_figure(result: SimResultLike) -> go.Figure:
         ))  # fmt: skip
     steps = [e for e in result.events if isinstance(e, DecodeStepEvent)]
     if steps:
-        fig.add_hline(y=steps[0].sla_us / 1e3, line_dash="dash", line_color="#d62728", annotation_text="SLA")
+        fig.add_hline(y=steps[0].sla_us / 1e3, line_dash="dash", line_color=_P["series"]["sla"], annotation_text="SLA")
         later = sorted(s.model_latency_us / 1e3 for s in steps if s.step > 0)
         if len(later) >= 2:
             lo, hi = _quantile(later, 0.05), _quantile(later, 0.95)
-            fig.add_hrect(y0=lo, y1=hi, fillcolor="#f28e2b", opacity=0.15, line_width=0,
+            fig.add_hrect(y0=lo, y1=hi, fillcolor=_P["run"]["main"], opacity=0.08, line_width=0,
                           annotation_text="jitter band (p5-p95)")  # fmt: skip
     fig.update_layout(title="Decode step latency", xaxis_title="decode step", yaxis_title="ms")
     return fig
@@ -267,9 +281,9 @@ def numerics_figure(result: SimResultLike) -> go.Figure | None:
                                name="relative error vs clean run"))  # fmt: skip
     if broken:
         fig.add_trace(go.Scatter(x=broken, y=[1.0] * len(broken), mode="markers", name="NaN / inf in output",
-                                 marker={"color": "#d62728", "symbol": "x", "size": 10}))  # fmt: skip
+                                 marker={"color": _P["series"]["sla"], "symbol": "x", "size": 10}))  # fmt: skip
     for f in (e for e in result.events if isinstance(e, FaultEvent)):
-        fig.add_vline(x=f.t_us / 1e3, line_dash="dot", line_color="#b3261e",
+        fig.add_vline(x=f.t_us / 1e3, line_dash="dot", line_color=_P["series"]["threshold"],
                       annotation_text=f"{f.fault} {f.action}", annotation_textangle=-90,
                       annotation_position="top left" if f.action == "injected" else "top right")  # fmt: skip
     fig.update_layout(title=f"Numerics: the scaled layer ({nums[0].scaled_model}) against a clean run",

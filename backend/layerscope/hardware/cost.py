@@ -5,7 +5,9 @@
     memory  = HBM bytes / (peak BW * eff)  +  L2-resident bytes / (L2 BW * eff)
               eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones, and the
               architecture's FUSED_MOE stream_eff for vLLM's Triton fused_moe kernel (which also pays
-              FUSED_MOE setup_us per launch)
+              FUSED_MOE setup_us per launch), and DECODE_ATTENTION stream_eff for the paged split-KV decode
+              (which pays DECODE_ATTENTION setup_us per call, its grid sized by FlashAttention's split heuristic);
+              a grid of fewer CTAs than SMs streams with only its SMs' share of the bandwidth
     compute = GEMM-shaped work: FLOPs x tile padding x wave quantization / (tensor peak x gemm_eff)
               (tile quantization: M and N round up to 128x128 tiles, M to 64 or 16 rows in the small-M
               regime; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
@@ -14,9 +16,10 @@
               mask and sequence length (attention_efficiency below), not the GEMM efficiency
               other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
 
-Only FittedConstants and FUSED_MOE below are fitted; everything else is a public figure (hardware/gpus.py) or
-shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`, Vidur's GEMM and
-elementwise profiles) and hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe call).
+Only FittedConstants, FUSED_MOE and DECODE_ATTENTION below are fitted; everything else is a public figure
+(hardware/gpus.py) or shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`,
+Vidur's GEMM and elementwise profiles), hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe
+call) and hardware/decode_attention_fit.py (published decode attention kernel timings).
 """
 
 from __future__ import annotations
@@ -89,6 +92,68 @@ FUSED_MOE: dict[str, FusedMoeConstants] = {
 }
 
 
+@dataclass(frozen=True)
+class DecodeAttentionConstants:
+    """The paged split-KV decode attention kernel (flash_fwd_splitkv_kernel: one query per sequence over its paged
+    KV), per architecture. The Vidur GEMM fit has no attention kernel, and a decode kernel neither streams like a
+    vectorized copy nor fills the GPU at small batch x short context: a fixed cost per call (the split kernel's
+    prologue and epilogue, the split-combine kernel, the scheduler-metadata kernel) and a KV stream below peak.
+    Fitted by hardware/decode_attention_fit.py to published decode-attention kernel timings."""
+
+    setup_us: float  # extra fixed time per call, beyond the fitted launch cost
+    stream_eff: float  # fraction of peak HBM bandwidth the KV stream reaches once the grid covers every SM
+    ctas_per_sm: int  # the SM count num_splits_heuristic is given: FA2 passes 2 x SMs, FA3 the SM count
+
+
+# FA2 (flash-attention csrc/flash_attn/flash_api.cpp set_params_splitkv) and FA3 (hopper/flash_api.cpp
+# get_num_splits) size the split count with num_splits_heuristic over KV blocks of this many keys (head_dim 128).
+SPLIT_KV_BLOCK_N = 128
+MAX_SPLITS = 128  # both cap it at 128 splits
+# Fitted by hardware/decode_attention_fit.py (least squares on log time). Hopper: FA3 in vLLM's flash-attention fork
+# on an H100 (vllm-project/flash-attention PR #63, "Main" table, batch 1, 4 KV heads, head_dim 128, 1k-16k keys).
+# Ampere: the FA2 split-KV kernel vLLM runs on Ampere, timed by nvbench on an H100 (microsoft/onnxruntime PR
+# #21414, Llama-3-70B shape, 64 sequences of 32-256 keys); no A100 table was found: its setup and its fraction of
+# peak are applied to the A100. Blackwell: no table found; Hopper's figures (FA3 runs on Blackwell through vLLM's
+# fork until FA4/trtllm-gen), an assumption.
+DECODE_ATTENTION: dict[str, DecodeAttentionConstants] = {
+    "hopper": DecodeAttentionConstants(setup_us=10.6, stream_eff=0.73, ctas_per_sm=1),
+    "ampere": DecodeAttentionConstants(setup_us=13.4, stream_eff=0.81, ctas_per_sm=2),
+}
+DECODE_ATTENTION["blackwell"] = DECODE_ATTENTION["hopper"]
+
+
+def is_paged_decode(k: Kernel) -> bool:
+    return k.kind == "attention" and k.attn is not None and k.attn.kv_heads > 0
+
+
+def num_splits_heuristic(blocks: int, num_sms: int, num_n_blocks: int, max_splits: int = MAX_SPLITS) -> int:
+    """FlashAttention's split count (flash_api.cpp num_splits_heuristic): 1 when batch x heads already nearly fills
+    the SMs; else the smallest split count whose wave efficiency is within 85% of the best (each extra split costs
+    HBM traffic for its partial output)."""
+    if blocks >= 0.8 * num_sms:
+        return 1
+    max_splits = min(max_splits, num_sms, num_n_blocks)
+
+    def eligible(s: int) -> bool:  # 11 splits of 64 blocks are 10 of 6.4: the same as 11 of them
+        return s == 1 or math.ceil(num_n_blocks / s) != math.ceil(num_n_blocks / (s - 1))
+
+    effs = {}
+    for s in range(1, max_splits + 1):
+        if eligible(s):
+            waves = blocks * s / num_sms
+            effs[s] = waves / math.ceil(waves)
+    best = max(effs.values(), default=1.0)
+    return next((s for s, e in effs.items() if e >= 0.85 * best), 1)
+
+
+def decode_attention_ctas(batch: int, kv_heads: int, context: int, sms: int, ctas_per_sm: int) -> int:
+    """Thread blocks of a split-KV decode: batch x KV heads (the query heads of one KV head share a block: FA3's
+    PackGQA, FA2's seqlenq_ngroups_swapped) x splits."""
+    blocks = max(1, batch * kv_heads)
+    n_blocks = max(1, math.ceil(context / SPLIT_KV_BLOCK_N))
+    return blocks * num_splits_heuristic(blocks, sms * ctas_per_sm, n_blocks)
+
+
 def is_fused_moe(k: Kernel) -> bool:
     """The grouped expert GEMM (fused_moe_kernel): MoE work with a GEMM shape."""
     return k.kind == "moe" and k.gemm is not None
@@ -108,12 +173,16 @@ def wave_quantization(tiles: int, k: int, sms: int) -> float:
 
 class CostModel:
     def __init__(self, gpu: GPU, constants: FittedConstants = FITTED, tiled: bool = True,
-                 fused_moe: FusedMoeConstants | None = None) -> None:
+                 fused_moe: FusedMoeConstants | None = None, decode_attention: DecodeAttentionConstants | None = None
+                 ) -> None:
         self.gpu = gpu
         self.constants = constants
         self.tiled = tiled  # False: plain FLOPs / peak (the naive roofline)
         # the Triton fused_moe kernel's own figures; the plain roofline prices it as any GEMM
         self.fused_moe = fused_moe if fused_moe is not None or not tiled else FUSED_MOE.get(gpu.arch)
+        # the paged decode kernel's own figures (grid occupancy, setup, KV stream); the plain roofline has none
+        self.decode_attention = (decode_attention if decode_attention is not None or not tiled
+                                 else DECODE_ATTENTION.get(gpu.arch))
 
     # -- the two sides of the roofline -------------------------------------------------------------
     def compute_us(self, k: Kernel) -> float:
@@ -148,9 +217,14 @@ class CostModel:
         eff = self.constants.hbm_eff if k.vectorized else self.constants.scalar_eff
         if self.fused_moe is not None and is_fused_moe(k):
             eff = self.fused_moe.stream_eff
+        ctas = k.ctas
+        d, a = self.decode_attention, k.attn
+        if d is not None and a is not None and is_paged_decode(k):
+            eff = d.stream_eff
+            ctas = decode_attention_ctas(a.batch, a.kv_heads, a.context_before + 1, g.sms, d.ctas_per_sm)
         l2 = self.l2_served(k, env)
         hbm = k.bytes - l2 + env.extra_bytes
-        share = min(1.0, k.ctas / g.sms) if k.ctas > 0 else 1.0  # a small grid only has its SMs' load units
+        share = min(1.0, ctas / g.sms) if ctas > 0 else 1.0  # a small grid only has its SMs' load units
         t = (hbm / (g.hbm_bw * eff * env.hbm_bw_scale) + l2 / (g.hbm_bw * g.l2_bw_factor * eff)) / share
         return t * 1e6, hbm
 
@@ -160,6 +234,8 @@ class CostModel:
         setup = self.constants.gemm_setup_us if k.gemm is not None and k.kind in TENSOR_KINDS else 0.0
         if self.fused_moe is not None and is_fused_moe(k):
             setup += self.fused_moe.setup_us
+        if self.decode_attention is not None and is_paged_decode(k):
+            setup += self.decode_attention.setup_us
         return (self.constants.launch_us + setup) * k.count
 
     # -- the kernel's time -----------------------------------------------------------------------------

@@ -19,6 +19,10 @@ class AttentionShape:
     context_before: int
     head_dim: int
     causal: bool = True
+    # a paged decode (one query per sequence, split-KV): `batch` sequences over `kv_heads` KV heads on this GPU;
+    # the cost model sizes its grid from them (hardware/cost.py decode_attention_ctas). 0: not a paged decode
+    batch: int = 1
+    kv_heads: int = 0
 
 
 @dataclass(frozen=True)

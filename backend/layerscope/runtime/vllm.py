@@ -178,21 +178,8 @@ class VllmRuntime(RuntimePlan):
     def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None) -> list[Kernel]:
         """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx)."""
         total = batch * ctx if total_ctx is None else total_ctx
-        flops = 4.0 * m.num_attention_heads * m.head_dim * total
-        byts = decode_attention_bytes(1, total, m.q_dim, m.kv_dim, DTYPE_BYTES[m.kv_dtype]) + (batch - 1) * (
-            2 * m.q_dim * 2.0
-        )
-        return [
-            Kernel(
-                "flash_fwd_splitkv_kernel",
-                "attention",
-                "attention",
-                flops,
-                byts,
-                shapes=f"q[{batch},{m.num_attention_heads},{m.head_dim}] x paged kv[{ctx}] per sequence",
-                attn=AttentionShape(1, ctx - 1, m.head_dim, causal=True),
-            )
-        ]
+        return [paged_decode_kernel(batch, ctx, total, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
+                                    DTYPE_BYTES[m.kv_dtype])]
 
     # -- MLP ----------------------------------------------------------------------------------------------------------
     def _mlp(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
@@ -272,6 +259,24 @@ class VllmRuntime(RuntimePlan):
         ]
 
 
+def paged_decode_kernel(batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int, head_dim: int,
+                        kv_elem_bytes: float) -> Kernel:
+    """flash_fwd_splitkv_kernel over `batch` sequences of `ctx` tokens each on average (`total_ctx` in all): one
+    query per sequence reads its whole paged KV. The AttentionShape carries the grid's inputs (batch, KV heads)."""
+    q_dim, kv_dim = q_heads * head_dim, kv_heads * head_dim
+    flops = 4.0 * q_heads * head_dim * total_ctx
+    byts = decode_attention_bytes(1, total_ctx, q_dim, kv_dim, kv_elem_bytes) + (batch - 1) * (2 * q_dim * 2.0)
+    return Kernel(
+        "flash_fwd_splitkv_kernel",
+        "attention",
+        "attention",
+        flops,
+        byts,
+        shapes=f"q[{batch},{q_heads},{head_dim}] x paged kv[{ctx}] per sequence",
+        attn=AttentionShape(1, ctx - 1, head_dim, causal=True, batch=batch, kv_heads=kv_heads),
+    )
+
+
 def _norm(name: str, stage: str, t: int, h: int, fused_add: bool) -> Kernel:
     passes = 4 if fused_add else 2  # (x, residual) in and out, or x in, y out
     return Kernel(
@@ -332,4 +337,4 @@ def _check(n: int, ctx: int) -> None:
         raise ValueError(f"context length must be >= 0, got {ctx}")
 
 
-__all__ = ["VllmRuntime", "weight_bytes"]
+__all__ = ["VllmRuntime", "paged_decode_kernel", "weight_bytes"]

@@ -9,7 +9,7 @@ from fastapi.templating import Jinja2Templates
 from layerscope import __version__
 from layerscope.paths import frontend_dir
 from layerscope.protocol import MAX_REPLAY_BYTES
-from layerscope.server import api, pages, ws
+from layerscope.server import api, pages, sweep, ws
 from layerscope.server.runs import RunCache, Simulate, default_simulate
 from layerscope.server.security import BodyLimit, SecurityHeaders
 from layerscope.server.settings import Settings
@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None, simulate: Simulate | None = Non
     app.add_middleware(SecurityHeaders)
     app.include_router(pages.router)
     app.include_router(api.router)
+    app.include_router(sweep.router)
     app.include_router(ws.router)
     app.mount("/static", StaticFiles(directory=str(frontend_dir() / "static")), name="static")
     return app

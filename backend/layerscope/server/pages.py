@@ -12,6 +12,7 @@ from layerscope import scenario as scn
 from layerscope.model.config import NUMERIC_PRESETS, PRESETS
 
 router = APIRouter()
+THEMES = ("dark", "light")  # the dashboard's themes (frontend/static/js/palette.js), chosen with ?theme=
 
 
 def plotly_js() -> Path:
@@ -36,8 +37,11 @@ def index(request: Request) -> HTMLResponse:
     settings = request.app.state.settings
     names = scn.preset_names()
     default = settings.default_scenario or (names[0] if names else "")
+    theme = request.query_params.get("theme", "dark")  # the page says so if it is neither (main.js)
     return request.app.state.templates.TemplateResponse(
-        request, "index.html", {"default_scenario": default, "options": form_options()}
+        request,
+        "index.html",
+        {"default_scenario": default, "options": form_options(), "theme": theme if theme in THEMES else "dark"},
     )
 
 

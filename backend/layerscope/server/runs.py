@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from layerscope.events import MERGEABLE_KINDS, Topology
 from layerscope.scenario import ScenarioSpec
+from layerscope.server.overview import overview
 
 log = logging.getLogger("layerscope.server")
 MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `loaded`
@@ -112,6 +113,7 @@ class PreparedRun:
     compare: dict[str, Any] | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
     tour: list[dict[str, Any]] = field(default_factory=list)
+    overview: dict[str, Any] | None = None  # the whole run (and its compare run) for the first screen
     result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
 
     @property
@@ -129,9 +131,10 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
     stride = max(1, -(-len(steps) // MAX_COMPARE_POINTS))
     return {
         "label": spec.compare.label if spec.compare else "compare",
-        "scenario": compare.spec.model_dump(mode="json"),
+        "scenario": _finite(compare.spec.model_dump(mode="json")),
         "summary": _finite(dict(compare.summary)),
         "decode_latency_us": [[e.t_us, e.step, e.model_latency_us] for e in steps[::stride]],
+        "claims": claims_of(compare),  # the claims panel's column B
     }
 
 
@@ -149,8 +152,16 @@ def prepare(result: SimResultLike) -> PreparedRun:
         compare=_compare_dict(result.spec, result.compare),
         claims=claims,
         tour=tour_of(result),
+        overview=overview(result, _num_layers(result.spec)),
         result=result,
     )
+
+
+def _num_layers(spec: ScenarioSpec) -> int:
+    from layerscope.model.config import PRESETS
+
+    cfg = PRESETS.get(spec.model)
+    return int(cfg.num_hidden_layers) if cfg is not None else 1
 
 
 @dataclass

@@ -37,7 +37,7 @@ from layerscope.protocol import (
 )
 from layerscope.server.load import CommandError, load_run
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import EncodedEvent, PreparedRun, RunCache
+from layerscope.server.runs import EncodedEvent, PreparedRun, RunCache, _finite
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -280,12 +280,13 @@ def encode_message(msg: Message) -> str:
 def loaded_message(run: PreparedRun) -> Message:
     return {
         "type": "loaded",
-        "scenario": run.spec.model_dump(mode="json"),
+        "scenario": _finite(run.spec.model_dump(mode="json")),  # e.g. request_rate: inf ("as fast as possible")
         "topology": run.topology,
         "duration_us": run.duration_us,
         "num_events": len(run.events),
-        "compare": run.compare,
+        "compare": _finite(run.compare),
         "claims": run.claims,
         "tour_results": run.tour,
+        "overview": run.overview,
     }
 

@@ -1,78 +1,151 @@
-// One colour per entity, used by every view: stage kinds, owners, phases, bounds.
+// One colour per entity, used by every view and by the offline report (export/report.py reads the same
+// values from frontend/static/js/palette.json): stage kinds, phases, the two runs of a comparison, bank
+// cell states, thresholds. Two themes: "dark" (the profiler look) and "light" (a high-contrast presenter
+// theme with larger fonts, ?theme=light). setTheme() swaps the values in place, so every import stays live.
+// Text colours meet WCAG AA (4.5:1) on their theme's panel; graphics colours 3:1 (tests/browser check it).
 
-export const STAGE_KIND = {
-  norm: "#7aa2f7",
-  gemm: "#e0af68",
-  attention: "#f7768e",
-  moe: "#9ece6a",
-  elementwise: "#7dcfff",
-  memory: "#bb9af7",
-  overhead: "#737aa2",
-  collective: "#ff79c6",
-  scheduler: "#ff9e64",
-  cache: "#bb9af7",
-};
+import PALETTES from "./palette.js";
 
-export const PHASE = { prefill: "#ff9e64", decode: "#2ac3de", idle: "#565f89", validate: "#c0caf5" };
+export const STAGE_KIND = {};
+export const PHASE = {};
+export const BOUND = {};
+export const RUN = {}; // main: the run as set; compare: its compare run (a comparison preset)
+export const SERIES = {};
+export const CELL = {}; // bank map cell states
+export const THEME = {};
+export let themeName = "dark";
 
-export const BOUND = { compute: "#e0af68", memory: "#7dcfff", latency: "#737aa2" };
+export function setTheme(name) {
+  const p = PALETTES[name] ? name : "dark";
+  themeName = p;
+  const pal = PALETTES[p];
+  for (const [obj, key] of [[STAGE_KIND, "stage_kind"], [PHASE, "phase"], [BOUND, "bound"], [RUN, "run"], [SERIES, "series"], [CELL, "cell"], [THEME, "theme"]]) {
+    for (const k of Object.keys(obj)) delete obj[k];
+    Object.assign(obj, pal[key]);
+  }
+  FLASH.evict = CELL.evicted;
+  FLASH.crc = CELL.crc_bad;
+  FLASH.fail = CELL.evicted;
+  FLASH.migrate = THEME.bright;
+  return p;
+}
 
-export const SERIES = {
-  used: "#ff9e64",
-  free: "#9ece6a",
-  largest: "#2ac3de",
-  kv: "#bb9af7",
-  latency: "#2ac3de",
-  sla: "#f7768e",
-  band: "rgba(42,195,222,0.18)",
-  compare: "#e0af68",
-  distinct: "#ff9e64",
-};
+export const FLASH = {};
+setTheme("dark");
 
-export const FLASH = { evict: "#ff5370", crc: "#ff5370", migrate: "#ffffff", fail: "#ff5370" };
+export function runColor(role) {
+  return role === "compare" ? RUN.compare : RUN.main;
+}
 
-// Owners: the running sequence is bright, hint-reserved and other tenants are muted.
-const OWNER_FIXED = { hint: "#414868", tenant: "#3b3f51" };
-const OWNER_PALETTE = ["#ff9e64", "#2ac3de", "#9ece6a", "#e0af68", "#bb9af7", "#7aa2f7", "#f7768e"];
-const ownerIndex = new Map();
-
+// Owners: the running sequence is coloured by the phase that wrote the page; hint-reserved and other
+// tenants have their own cell colours.
 export function ownerColor(owner) {
-  if (OWNER_FIXED[owner]) return OWNER_FIXED[owner];
-  if (!ownerIndex.has(owner)) ownerIndex.set(owner, ownerIndex.size);
-  return OWNER_PALETTE[ownerIndex.get(owner) % OWNER_PALETTE.length];
+  if (owner === "hint") return CELL.hint;
+  if (owner === "tenant") return CELL.tenant;
+  return PHASE.decode;
 }
 
 export function stageColor(kind) {
-  return STAGE_KIND[kind] || "#a9b1d6";
+  return STAGE_KIND[kind] || STAGE_KIND.overhead;
 }
 
-// A cell's colour: the owner's hue, dimmer for prefill-written pages than decode-written ones.
-export function cellRGB(owner, phase) {
-  const hex = owner === "seq" || !OWNER_FIXED[owner] ? PHASE[phase] || ownerColor(owner) : OWNER_FIXED[owner];
+export function rgb(hex) {
   const n = parseInt(hex.slice(1), 16);
   return [(n >> 16) & 255, (n >> 8) & 255, n & 255];
 }
 
-export const THEME = {
-  paper: "#16161e",
-  plot: "#1a1b26",
-  grid: "#2a2e42",
-  text: "#a9b1d6",
-  muted: "#565f89",
-};
+// A cell's colour: hint and tenant pages by owner, the sequence's pages by the phase that wrote them.
+export function cellRGB(owner, phase) {
+  if (owner === "hint" || owner === "tenant") return rgb(ownerColor(owner));
+  return rgb(PHASE[phase] || PHASE.decode);
+}
 
 export function plotLayout(extra = {}) {
-  return {
+  const big = themeName === "light";
+  const layout = {
     paper_bgcolor: THEME.paper,
     plot_bgcolor: THEME.plot,
-    font: { color: THEME.text, size: 11, family: "ui-monospace, Menlo, Consolas, monospace" },
+    font: { color: THEME.text, size: big ? 13 : 11, family: "ui-monospace, Menlo, Consolas, monospace" },
     margin: { l: 56, r: 12, t: 8, b: 30 },
     showlegend: false,
-    hoverlabel: { bgcolor: "#24283b", bordercolor: "#414868", font: { color: "#c0caf5" } },
-    xaxis: { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid },
-    yaxis: { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid },
+    hoverlabel: { bgcolor: THEME.hoverbg, bordercolor: THEME.grid, font: { color: THEME.bright } },
     ...extra,
+  };
+  for (const k of ["xaxis", "yaxis", ...Object.keys(extra).filter((x) => /^[xy]axis\d+$/.test(x))]) {
+    layout[k] = { gridcolor: THEME.grid, zerolinecolor: THEME.grid, linecolor: THEME.grid, ...(extra[k] || {}) };
+  }
+  return layout;
+}
+
+// Legends sit in their own strip above the plot (never over data): the plot's top margin makes room.
+export function legendAbove(rows = 1) {
+  return { orientation: "h", x: 0, xanchor: "left", y: 1, yanchor: "bottom", font: { size: themeName === "light" ? 12 : 10 }, bgcolor: "rgba(0,0,0,0)", _rows: rows };
+}
+
+// Plotly's own double-click reset and reset/autoscale buttons return to the ranges of the plot's first draw
+// (before a run was loaded: 0-1 µs); time plots get the shared axis's reset instead (views/cursor.js).
+export const PLOT_CONFIG = {
+  displaylogo: false,
+  responsive: true,
+  doubleClick: false,
+  modeBarButtonsToRemove: ["select2d", "lasso2d", "toImage", "resetScale2d", "autoScale2d"],
+};
+
+export function timeConfig(reset) {
+  return {
+    ...PLOT_CONFIG,
+    modeBarButtonsToAdd: [{ name: "reset: the whole run", icon: Plotly.Icons.home, click: reset }],
   };
 }
 
-export const PLOT_CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] };
+// Serving: one hue per request (golden-angle steps around the colour wheel, so neighbours differ), and the
+// states of a request lane. The same request keeps its colour in the lanes, the bank map and the hovers.
+// Lighter on the dark theme, darker on the light one, so a request's colour keeps 3:1 against the panel.
+const requestLightness = () => (themeName === "light" ? 0.42 : 0.62);
+
+export function requestColor(id) {
+  const h = (id * 137.508) % 360;
+  return `hsl(${h.toFixed(1)}, 70%, ${Math.round(requestLightness() * 100)}%)`;
+}
+
+export function requestRGB(id) {
+  // requestColor as [r, g, b] for the bank map's ImageData
+  const h = ((id * 137.508) % 360) / 360;
+  const s = 0.7;
+  const l = requestLightness();
+  const q = l + s - l * s;
+  const p = 2 * l - q;
+  const f = (t) => {
+    const u = t < 0 ? t + 1 : t > 1 ? t - 1 : t;
+    if (u < 1 / 6) return p + (q - p) * 6 * u;
+    if (u < 1 / 2) return q;
+    if (u < 2 / 3) return p + (q - p) * (2 / 3 - u) * 6;
+    return p;
+  };
+  return [f(h + 1 / 3), f(h), f(h - 1 / 3)].map((v) => Math.round(v * 255));
+}
+
+// a request's colour as "#rrggbb" (the bank map paints hex colours); shared blocks mixed two parts in three with white
+export function requestHex(id, shared = false) {
+  let c = requestRGB(id);
+  if (shared) c = c.map((v) => Math.round((v + 2 * 245) / 3));
+  return `#${c.map((v) => v.toString(16).padStart(2, "0")).join("")}`;
+}
+
+// getters: the theme's colours at the time of drawing (setTheme swaps PHASE, CELL, THEME in place)
+export const REQUEST_STATE = {
+  get waiting() { return THEME.muted; },
+  get prefill() { return PHASE.prefill; },
+  get decode() { return PHASE.decode; },
+  get preempted() { return CELL.evicted; },
+  get recompute() { return STAGE_KIND.memory; }, // KV computed again: the memory kind's hue, apart from prefill's
+  get finished() { return CELL.crc_ok; },
+};
+
+export const STEP_MIX = {
+  get prefill() { return PHASE.prefill; },
+  get decode() { return PHASE.decode; },
+  get budget() { return THEME.bright; },
+  get duration() { return STAGE_KIND.memory; },
+  get cached() { return CELL.crc_ok; },
+};

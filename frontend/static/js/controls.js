@@ -10,6 +10,7 @@ const NUMERIC = new Set(["prompt_len", "chunk_size", "decode_steps", "free_hbm_g
 const BOOLEAN = new Set(["decode_page_hint", "scheduler.prefix_caching"]);
 // A dotted field (workload.num_requests) is one field of a nested model; the server takes it as is.
 const valueAt = (spec, field) => field.split(".").reduce((o, k) => (o == null ? undefined : o[k]), spec);
+const DOTTED = /^(deployment|workload|scheduler)\.[a-z_]+$/; // nested overrides kept in the URL too
 // One representative fault per kind (the form offers the kind; these say where and how hard).
 const FAULT_DEFAULTS = {
   stale_chunk_metadata: { kind: "stale_chunk_metadata", at_step: 2, count: 4 },
@@ -129,6 +130,8 @@ export class Controls {
   }
 
   play() {
+    // at the end of the run, play restarts it from the beginning
+    if (this.store.duration && this.store.t >= this.store.duration - 1e-6) this.conn.send({ type: "seek", t_us: 0 });
     this.conn.send({ type: "play", speed: Number(this.speed.value) });
   }
 
@@ -157,6 +160,7 @@ export class Controls {
     const name = q.get("scenario") || defaultScenario || (list[0] && list[0].name);
     const set = {};
     for (const f of FORM_FIELDS) if (q.has(f)) set[f] = parse(f, q.get(f));
+    for (const [k, v] of q) if (DOTTED.test(k) && !FORM_FIELDS.includes(k)) set[k] = scalar(v); // deployment.tp=8, ...
     if (q.has("fault")) set.faults = q.get("fault") ? [FAULT_DEFAULTS[q.get("fault")]].filter(Boolean) : [];
     if (Object.keys(set).length) this.form.classList.remove("hidden"); // a shared view shows what it changed
     if (name) await this.choose(name, set);
@@ -183,13 +187,22 @@ export class Controls {
     const fault = data.get("fault");
     const presetFault = this.preset && this.preset.faults.length ? this.preset.faults[0].kind : "";
     if (fault !== presetFault) set.faults = fault ? [FAULT_DEFAULTS[fault]] : [];
+    // the deployment card's and a sweep point's overrides stay (the form's own dotted fields are read above)
+    for (const [k, v] of Object.entries(this.currentSet || {})) if (DOTTED.test(k) && !FORM_FIELDS.includes(k)) set[k] = v;
     $("form-error").textContent = "";
     this.pendingURL = [this.select.value, set]; // the URL changes once the server accepted the settings
     this.load({ type: "load", scenario: this.select.value, set });
   }
 
+  // Reload the current scenario with the current overrides plus `extra` (dotted keys: deployment.tp, ...).
+  loadWith(extra) {
+    const set = { ...(this.currentSet || {}), ...extra };
+    this.pendingURL = [this.select.value, set];
+    this.conn.send({ type: "load", scenario: this.select.value, set });
+  }
+
   setURL(name, set) {
-    const q = new URLSearchParams({ scenario: name });
+    const q = new URLSearchParams({ scenario: name, ...(this.extraQuery ? this.extraQuery() : {}) });
     for (const [k, v] of Object.entries(set)) {
       if (k === "faults") q.set("fault", v.length ? v[0].kind : "");
       else q.set(k, String(v));
@@ -247,11 +260,21 @@ export class Controls {
 
   tick() {
     const t = this.store.t;
-    if (!this.scrubbing) {
+    const key = `${t}/${this.store.duration}`;
+    if (!this.scrubbing && key !== this.tickKey) {
+      this.tickKey = key;
       this.scrubber.value = String(t);
-      this.clock.textContent = `${us(t)} / ${us(this.store.duration)}`;
+      const text = `${us(t)} / ${us(this.store.duration)}`;
+      if (text !== this.clockText) this.clock.textContent = this.clockText = text; // no layout work when unchanged
     }
   }
+}
+
+function scalar(v) {
+  if (v === "true" || v === "false") return v === "true";
+  if (v === "null") return null;
+  const n = Number(v);
+  return v !== "" && Number.isFinite(n) ? n : v;
 }
 
 function parse(field, value) {

@@ -1,5 +1,19 @@
-// The one timeline of events. Frames from the server land here; views read from here and are told
-// what changed through version counters (`stamp`). Long histories are decimated so a long run stays cheap to draw.
+// The one timeline of events and the one time axis. Frames from the server land here; views read from here
+// and are told what changed through version counters (`stamp`). Long histories are decimated so a long run
+// stays cheap to draw.
+//
+// The view interface. A track is {id, title, render(store, axis) -> bool (true when it drew)}:
+//   - it reads events from the store (store.kernels, store.memory, ..., or the whole run from
+//     store.runs: [{role: "main"|"compare", label, summary, kernel: [...], memory: [...], ...}], decoded
+//     from loaded.overview) and never removes anything from the store (read logs by index, as the bank map does);
+//   - it reads the time axis from store.axis (js/axis.js: extent, range, cursor, units, toX, xaxis()) and keeps
+//     no copy of the range: a user's zoom goes back through store.setRange(range) (null = the run's extent),
+//     the "one layer / whole model" switch through store.setUnits(units); both bump the "axis" counter;
+//   - it redraws when store.stamp([...keys, "axis"]) moved since it last drew;
+//   - main.js's render loop calls render(store, store.axis) on every track of its `plots` list, at most one
+//     Plotly redraw per animation frame; a new panel is one more entry in that list (and a <section> in index.html).
+
+import { TimeAxis, oneOffSpans } from "./axis.js";
 
 const MAX_SERIES = 4000; // points kept per time series before older points are thinned
 const KEEP_RECENT = 800; // the most recent points are never thinned
@@ -19,10 +33,29 @@ function thin(arrays) {
   }
 }
 
+// loaded.overview's column tables -> arrays of plain objects (strings restored from each column's dict)
+export function decodeTable(tab) {
+  const cols = tab.cols;
+  const dicts = cols.map((c) => (tab.dict && tab.dict[c]) || null);
+  return tab.rows.map((r) => {
+    const o = {};
+    for (let j = 0; j < cols.length; j++) o[cols[j]] = dicts[j] ? dicts[j][r[j]] : r[j];
+    return o;
+  });
+}
+
+export function decodeRun(run) {
+  const out = { role: run.role, label: run.label, summary: run.summary };
+  for (const [kind, tab] of Object.entries(run.tables || {})) out[kind] = decodeTable(tab);
+  for (const k of ["kernel", "phase", "chunk", "memory", "decode_step", "crc", "fault", "numerics", "page_alloc"]) out[k] = out[k] || [];
+  return out;
+}
+
 export class Store {
   constructor() {
     this.ver = {}; // a counter per kind of change; a view redraws when the counters it reads moved
     this.listeners = [];
+    this.axis = new TimeAxis();
     this.reset(null);
   }
 
@@ -31,11 +64,48 @@ export class Store {
     this.scenario = loaded ? loaded.scenario : null;
     this.topology = loaded ? loaded.topology : null;
     this.duration = loaded ? loaded.duration_us : 0;
+    const ov = loaded && loaded.overview;
+    this.runs = ov ? ov.runs.map(decodeRun) : [];
+    this.layers = ov ? ov.num_layers : 1;
+    this.main = this.runs.find((r) => r.role === "main") || null;
+    this.compareRun = this.runs.find((r) => r.role === "compare") || null;
+    // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two
+    const end = (r) => Math.max(0, ...r.kernel.map((k) => k.start_us + k.dur_us), ...r.decode_step.map((e) => e.t_us));
+    this.extent = Math.max(this.duration, ...this.runs.map(end));
+    this.axis.load(this.extent, this.layers, oneOffSpans(this.runs));
+    this.bump("axis");
     this.clear();
+  }
+
+  // The shared zoom: [t0, t1] in simulated µs (clamped to the run), or null for the run's whole extent.
+  setRange(range) {
+    const [e0, e1] = this.axis.extent;
+    let r = null;
+    if (range) {
+      const a = Math.max(e0, Math.min(range[0], range[1]));
+      const b = Math.min(e1, Math.max(range[0], range[1]));
+      r = b - a > 1e-6 && (a > e0 + 1e-9 || b < e1 - 1e-9) ? [a, b] : null;
+    }
+    if (JSON.stringify(r) === JSON.stringify(this.axis.range)) return false;
+    this.axis.range = r;
+    this.axis.ver += 1;
+    this.bump("axis");
+    return true;
+  }
+
+  resetRange() {
+    return this.setRange(null);
+  }
+
+  setUnits(units) {
+    if (units === this.axis.units) return;
+    this.axis.setUnits(units);
+    this.bump("axis");
   }
 
   clear() {
     this.t = 0;
+    this.axis.cursor = 0;
     this.seq = 0;
     this.frames = 0;
     this.dropped = 0;
@@ -47,7 +117,7 @@ export class Store {
     this.experts = [];
     this.memory = { t: [], used: [], free: [], largest: [], kv: [], total: 0 };
     this.banks = null; // latest occupancy snapshot
-    this.pageOps = []; // alloc/free/migrate/evict/crc for the bank grid, drained by it
+    this.pageOps = []; // alloc/free/migrate/evict/crc/fault for the bank grid, in order; read by index, never drained
     this.log = []; // faults, crc, alloc failures, numerics
     this.numerics = [];
     this.summary = null;
@@ -65,6 +135,7 @@ export class Store {
     this.frames += 1;
     this.dropped = frame.dropped_snapshots || 0;
     this.t = frame.t_us;
+    this.axis.cursor = frame.t_us;
     this.frameKernels = [];
     for (const e of frame.events) this.add(e);
     this.bump("clock");

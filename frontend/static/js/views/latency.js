@@ -1,92 +1,121 @@
-// Decode step latency (whole model) against the SLA, with a jitter band around the running median.
+// Decode step latency for the whole run (and its compare run, in its own colour, at its own clock) on the
+// shared time axis. Units follow the "one layer / whole model" switch: one layer's step in µs, or the whole
+// model's step in ms against the SLA (the SLA is a whole-model figure, so its line is drawn only there).
+// Lines break between runs of steps (null between segments), a jitter band follows each run.
 
-import { applyRange, listenRange } from "./cursor.js";
-import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
+import { isOneOff } from "../axis.js";
+import { RUN, SERIES, plotLayout, runColor, timeConfig } from "../colors.js";
+import { us } from "../format.js";
+import { bindZoom } from "./cursor.js";
+import { gapped, htmlLegend } from "./series.js";
 
 const BAND = 16; // steps in the rolling window of the jitter band
 
+function band(d, ys) {
+  // over the last BAND steps: the largest deviation above and below the running median
+  const hi = [];
+  const lo = [];
+  for (let i = 0; i < d.length; i++) {
+    const w = ys.slice(Math.max(0, i - BAND + 1), i + 1).sort((a, b) => a - b);
+    hi.push(w[w.length - 1]);
+    lo.push(w[0]);
+  }
+  return [lo, hi];
+}
+
 export class LatencyView {
-  constructor(el, store) {
+  constructor(el, store, legend) {
     this.el = el;
+    this.legend = legend;
     this.store = store;
+    this.id = "latency";
+    this.title = "decode latency";
     this.drawn = "";
-    this.range = null;
-    this.onRange = null; // linked axes
   }
 
-  render(force = false) {
-    const stamp = this.store.stamp(["latency"]);
-    if (!force && stamp === this.drawn) return false;
-    this.drawn = stamp;
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
-    const d = s.decode;
-    const t = d.map((e) => e.t_us);
-    const ms = d.map((e) => e.model_latency_us / 1e3);
-    const median = d.map((e) => (e.model_latency_us - e.jitter_us) / 1e3);
-    const hi = [];
-    const lo = [];
-    for (let i = 0; i < d.length; i++) {
-      // over the last BAND steps: the largest deviation above and below the running median
-      let up = 0;
-      let down = 0;
-      for (let k = Math.max(0, i - BAND + 1); k <= i; k++) {
-        up = Math.max(up, d[k].jitter_us);
-        down = Math.max(down, -d[k].jitter_us);
+    const stamp = s.stamp(["axis", "theme"]);
+    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
+    this.drawn = stamp;
+    this.el.dataset.axisDrawn = "1";
+    const ax = s.axis;
+    const model = ax.units === "model";
+    const unit = model ? "ms" : "µs";
+    // one layer: a step's own work; a whole-model one-off cost (the switch-over of step 0) is shown apart
+    const oneOff = (run) => {
+      const m = new Map();
+      // the step's own whole-model kernels (switch-over, embedding lookup), not re-fetches on the copy stream
+      for (const k of run.kernel) if (isOneOff(k) && k.step !== null && k.step !== undefined && k.stream !== "copy") m.set(k.step, (m.get(k.step) || 0) + k.dur_us);
+      return m;
+    };
+    const traces = [];
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
+    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
+    let sla = null;
+    for (const run of s.runs) {
+      const d = run.decode_step;
+      if (!d.length) continue;
+      const color = runColor(run.role);
+      const tag = s.runs.length > 1 ? ` · ${run.label}` : "";
+      const once = oneOff(run);
+      const val = (e) => (model ? e.model_latency_us / 1e3 : Math.max(0, e.latency_us - (once.get(e.step) || 0)));
+      const x = d.map((e) => ax.toX(e.t_us));
+      const y = d.map(val);
+      if (!model) for (const [step, extra] of [...once].filter(([, v]) => v > 0.2 * Math.max(...y)).slice(0, 1)) {
+        const i = d.findIndex((e) => e.step === step);
+        if (i < 0 || run.role !== "main") continue;
+        const [v0, v1] = ax.shown();
+        const right = (x[i] - v0) / Math.max(v1 - v0, 1e-9) > 0.55; // keep the label inside the plot
+        annotations.push({
+          x: x[i], y: y[i], ax: right ? -40 : 40, ay: 28, xanchor: right ? "right" : "left", text: `step ${step}: +${us(extra)} one-off, not drawn`,
+          hovertext: "a whole-model one-off cost (the prefill→decode switch-over), shown apart so it does not squeeze the steps", font: { size: 10, color: RUN.main }, arrowcolor: RUN.main, arrowsize: 0.6,
+        });
       }
-      hi.push(median[i] + up / 1e3);
-      lo.push(Math.max(0, median[i] - down / 1e3));
-    }
-    const sla = d.length ? d[0].sla_us / 1e3 : s.scenario ? s.scenario.sla_ms : 0;
-    const over = d.filter((e) => e.over_sla);
-    const traces = [
-      { type: "scatter", mode: "lines", x: t, y: lo, line: { width: 0 }, hoverinfo: "skip", name: "band lo", showlegend: false },
-      {
-        type: "scatter", mode: "lines", x: t, y: hi, fill: "tonexty", fillcolor: SERIES.band, line: { width: 0 },
-        hoverinfo: "skip", name: "jitter band",
-      },
-      {
-        type: "scatter", mode: "lines+markers", name: "step latency", x: t, y: ms,
-        customdata: d.map((e) => [e.step, e.context_len, e.jitter_us, e.cross_bank_reads, e.refetched_pages]),
-        line: { color: SERIES.latency, width: 1.5 }, marker: { size: 3 },
+      const [lo, hi] = band(d, y);
+      const [gx, gy] = gapped(x, y);
+      traces.push({ type: "scatter", mode: "lines", x: gapped(x, lo)[0], y: gapped(x, lo)[1], line: { width: 0 }, hoverinfo: "skip", showlegend: false, connectgaps: false });
+      traces.push({
+        type: "scatter", mode: "lines", x: gx, y: gapped(x, hi)[1], fill: "tonexty", connectgaps: false, showlegend: false,
+        fillcolor: run.role === "compare" ? SERIES.band_compare : SERIES.band, line: { width: 0 }, hoverinfo: "skip",
+      });
+      traces.push({
+        type: "scatter", mode: d.length > 300 ? "lines" : "lines+markers", name: `step latency${tag}`, x: gx, y: gy, connectgaps: false,
+        customdata: d.map((e) => [e.step, e.context_len, e.jitter_us, e.cross_bank_reads, e.refetched_pages, e.latency_us, e.model_latency_us / 1e3]),
+        line: { color, width: run.role === "main" && s.runs.length > 1 ? 3.4 : 1.6 }, marker: { size: 3, color },
         hovertemplate:
-          "step %{customdata[0]} (context %{customdata[1]} tokens)<br>%{y:.3f} ms whole model" +
+          `<b>${run.label}</b><br>step %{customdata[0]} (context %{customdata[1]} tokens)<br>%{customdata[5]:.1f} µs one layer · %{customdata[6]:.3f} ms whole model` +
           "<br>jitter %{customdata[2]:.1f} µs<br>cross-bank reads %{customdata[3]}, re-fetched pages %{customdata[4]}" +
           "<extra>simulated at full size</extra>",
-      },
-      {
-        type: "scatter", mode: "markers", name: "over SLA", x: over.map((e) => e.t_us), y: over.map((e) => e.model_latency_us / 1e3),
-        marker: { color: SERIES.sla, size: 5, symbol: "x-thin", line: { width: 1.5, color: SERIES.sla } }, hovertemplate: "over SLA: %{y:.3f} ms<extra></extra>",
-      },
-      {
-        type: "scatter", mode: "lines", name: "SLA", x: [0, s.duration || 1], y: [sla, sla],
-        line: { color: SERIES.sla, dash: "dash", width: 1 }, hovertemplate: `SLA ${sla} ms<extra></extra>`,
-      },
-    ];
-    const cmp = s.loaded && s.loaded.compare;
-    if (cmp && cmp.decode_latency_us && cmp.decode_latency_us.length) {
-      const tOf = new Map(d.map((e) => [e.step, e.t_us]));
-      const rows = cmp.decode_latency_us.filter((r) => tOf.has(r[1]));
-      traces.push({
-        type: "scatter", mode: "lines", name: cmp.label, x: rows.map((r) => tOf.get(r[1])), y: rows.map((r) => r[2] / 1e3),
-        line: { color: SERIES.compare, width: 1.2, dash: "dot" },
-        hovertemplate: `${cmp.label}: %{y:.3f} ms<extra>compare run</extra>`,
       });
+      if (model) {
+        const over = d.filter((e) => e.over_sla);
+        if (over.length) traces.push({
+          type: "scatter", mode: "markers", name: `over SLA${tag}`, x: over.map((e) => ax.toX(e.t_us)), y: over.map(val), showlegend: false,
+          marker: { color: SERIES.sla, size: 6, symbol: "x-thin", line: { width: 1.5, color: SERIES.sla } }, hovertemplate: "over SLA: %{y:.3f} ms<extra></extra>",
+        });
+      }
+      sla = d[0].sla_us / 1e3;
     }
+    if (model && sla !== null) {
+      shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: sla, y1: sla, line: { color: SERIES.sla, dash: "dash", width: 1.2 } });
+      annotations.push({ xref: "paper", x: 0, xanchor: "left", y: sla, yanchor: "bottom", showarrow: false, text: `SLA ${sla} ms (whole model)`, font: { size: 10, color: SERIES.sla } });
+    }
+    if (!traces.length) annotations.push({ text: "no decode steps in this run", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 });
     const layout = plotLayout({
-      uirevision: s.scenario ? s.scenario.name : "",
-      margin: { l: 50, r: 10, t: cmp ? 22 : 10, b: 30 },
-      showlegend: Boolean(cmp), // with a compare run, say which line is which
-      legend: { orientation: "h", x: 0, y: 1.12, font: { size: 10 } },
-      // unzoomed it shows the decode part of the run (decode steps only exist there); zooms stay linked
-      xaxis: { range: this.range || [d.length ? Math.max(0, d[0].t_us - (s.duration - d[0].t_us) * 0.03) : 0, s.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "µs", standoff: 2 } },
-      yaxis: { title: { text: "ms / step" }, gridcolor: "#2a2e42", rangemode: "tozero" },
+      margin: { l: 56, r: 10, t: 12, b: 40 },
+      xaxis: ax.xaxis(),
+      yaxis: { title: { text: `${unit} / step` }, rangemode: "tozero" },
+      shapes,
+      annotations,
     });
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    listenRange(this);
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
+    const items = s.runs.filter((r) => r.decode_step.length).map((r) => ({ color: runColor(r.role), text: `${s.runs.length > 1 ? `${r.role === "compare" ? "B" : "A"} ${r.label}` : "step latency"}` }));
+    if (model) items.push({ color: SERIES.sla, dash: "dash", text: "SLA (whole model)" });
+    else if (sla !== null) items.push({ color: SERIES.sla, dash: "dot", text: `one layer's step; the ${sla} ms SLA is a whole-model figure: see "whole model"` });
+    htmlLegend(this.legend, items);
+    bindZoom(this.el, s);
     return true;
-  }
-
-  setRange(range) {
-    applyRange(this, range);
   }
 }

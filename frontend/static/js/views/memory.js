@@ -1,49 +1,71 @@
-// HBM over simulated time: used (staircase), free, largest contiguous free run, KV cache.
+// HBM over simulated time for the whole run (and its compare run, in its own colour): free memory, the
+// largest contiguous free run and the KV cache. The line style is the series, the colour is the run;
+// thresholds (the chunk scheduler's low-memory line) are drawn where the run comes near them.
 
-import { applyRange, listenRange } from "./cursor.js";
-import { PLOT_CONFIG, SERIES, plotLayout } from "../colors.js";
+import { SERIES, THEME, plotLayout, runColor, timeConfig } from "../colors.js";
+import { bindZoom } from "./cursor.js";
+import { htmlLegend } from "./series.js";
 
 const GIB = 1024 ** 3;
-const gib = (a) => a.map((v) => v / GIB);
+const STYLE = { "HBM free": "solid", "largest free run": "dot", "KV cache": "dashdot" };
 
 export class MemoryView {
-  constructor(el, store) {
+  constructor(el, store, legend) {
     this.el = el;
+    this.legend = legend;
     this.store = store;
+    this.id = "memory";
+    this.title = "HBM memory";
     this.drawn = "";
-    this.range = null;
-    this.onRange = null; // linked axes
   }
 
-  render(force = false) {
-    const stamp = this.store.stamp(["memory"]);
-    if (!force && stamp === this.drawn) return false;
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
+    const s = this.store;
+    const stamp = s.stamp(["axis", "theme"]);
+    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
     this.drawn = stamp;
-    const m = this.store.memory;
-    const line = (name, y, color, extra = {}) => ({
-      type: "scatter", mode: "lines", name, x: m.t, y: gib(y), line: { color, width: 1.6, shape: "hv" },
-      hovertemplate: `${name}: %{y:.2f} GiB<br>t = %{x:.1f} µs<extra>simulated at full size</extra>`, ...extra,
-    });
-    const traces = [
-      line("HBM used", m.used, SERIES.used, { fill: "tozeroy", fillcolor: "rgba(255,158,100,0.15)" }),
-      line("HBM free", m.free, SERIES.free),
-      line("largest free run", m.largest, SERIES.largest, { line: { color: SERIES.largest, width: 1.2, dash: "dot", shape: "hv" } }),
-      line("KV cache", m.kv, SERIES.kv, { line: { color: SERIES.kv, width: 1.2, shape: "hv" } }),
-    ];
+    this.el.dataset.axisDrawn = "1";
+    const ax = s.axis;
+    const traces = [];
+    let minFree = Infinity;
+    for (const run of s.runs) {
+      const m = run.memory;
+      const x = m.map((e) => ax.toX(e.t_us));
+      const color = runColor(run.role);
+      const tag = s.runs.length > 1 ? ` · ${run.label}` : "";
+      for (const [name, key] of [["HBM free", "hbm_free_bytes"], ["largest free run", "largest_free_run_bytes"], ["KV cache", "kv_bytes"]]) {
+        const y = m.map((e) => e[key] / GIB);
+        if (key === "hbm_free_bytes") minFree = Math.min(minFree, ...y);
+        traces.push({
+          type: "scatter", mode: "lines", name: `${name}${tag}`, x, y,
+          // run A drawn wider underneath, so where the runs agree both stay visible
+          line: { color, width: (name === "HBM free" ? 2 : 1.4) * (run.role === "main" && s.runs.length > 1 ? 2 : 1), dash: STYLE[name], shape: "hv" },
+          hovertemplate: `${name}${tag}: %{y:.2f} GiB<extra>simulated at full size</extra>`,
+        });
+      }
+    }
+    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
+    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
+    const thr = s.scenario && s.scenario.low_mem_threshold_gib;
+    if (thr && minFree < 2 * thr) {
+      // the chunk scheduler shrinks chunks when free HBM falls below this (scenario low_mem_threshold_gib)
+      shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: thr, y1: thr, line: { color: SERIES.threshold, dash: "dash", width: 1.2 } });
+      annotations.push({ xref: "paper", x: 1, xanchor: "right", y: thr, yanchor: "bottom", showarrow: false, text: `low-memory threshold ${thr} GiB: chunks shrink below it`, font: { size: 10, color: SERIES.threshold } });
+    }
     const layout = plotLayout({
-      uirevision: this.store.scenario ? this.store.scenario.name : "",
-      showlegend: true,
-      legend: { orientation: "h", x: 0, y: 1.12, font: { size: 10 } },
-      margin: { l: 50, r: 10, t: 22, b: 30 },
-      xaxis: { range: this.range || [0, this.store.duration || 1], gridcolor: "#2a2e42", zeroline: false, title: { text: "µs", standoff: 2 } },
-      yaxis: { title: { text: "GiB" }, gridcolor: "#2a2e42", rangemode: "tozero" },
+      margin: { l: 50, r: 10, t: 10, b: 40 },
+      xaxis: ax.xaxis(),
+      yaxis: { title: { text: "GiB" }, rangemode: "tozero" },
+      shapes,
+      annotations,
     });
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    listenRange(this);
+    if (!s.runs.length) layout.annotations = [{ text: "no run loaded", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: THEME.muted } }];
+    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
+    const items = Object.entries(STYLE).map(([text, dash]) => ({ color: THEME.text, dash, text }));
+    for (const run of s.runs.length > 1 ? s.runs : []) items.push({ color: runColor(run.role), text: `${run.role === "compare" ? "B" : "A"} ${run.label}` });
+    htmlLegend(this.legend, items);
+    bindZoom(this.el, s);
     return true;
-  }
-
-  setRange(range) {
-    applyRange(this, range);
   }
 }

@@ -1,77 +1,89 @@
-// Per-stage time, prefill vs decode (share of each phase's per-layer kernel time), with duration-weighted
-// HBM bandwidth utilisation per stage. Whole-model kernels (scope "model": the embedding lookup, the article's
-// switch-over) are not a layer's stage share. No L2 hit rate: L2 reuse is not modelled (docs/design.md).
+// Time per stage: the whole prefill (all chunks) on the left, the mean decode step on the right, in the
+// shared axis's units: one layer (whole-model kernels, scope "model" such as the embedding lookup or the
+// article's switch-over, are not a layer's stage and are left out), or the whole model (x num_layers, the
+// whole-model kernels counted once). A comparison preset shows both runs side by side in their run colours
+// (decode bars hatched), so "which stage got slower" reads at a glance. Hover: launches, mean per launch, HBM
+// bandwidth utilisation. No L2 hit rate: L2 reuse is not modelled (docs/design.md).
 
-import { PHASE, PLOT_CONFIG, plotLayout } from "../colors.js";
+import { PHASE, PLOT_CONFIG, legendAbove, plotLayout, runColor } from "../colors.js";
+import { isOneOff } from "../axis.js";
 import { us } from "../format.js";
 
-function totals(kernels, phase) {
+function totals(kernels, phase, layers, model) {
   const by = new Map();
-  let sum = 0;
   for (const k of kernels) {
-    if (k.phase !== phase || k.scope === "model") continue;
+    if (k.phase !== phase || (!model && isOneOff(k))) continue;
     let r = by.get(k.stage);
-    if (!r) {
-      r = { us: 0, n: 0, hbm: 0, kind: k.stage_kind };
-      by.set(k.stage, r);
-    }
-    r.us += k.dur_us;
+    if (!r) by.set(k.stage, (r = { us: 0, n: 0, hbm: 0, raw: 0, kind: k.stage_kind }));
+    r.us += isOneOff(k) ? k.dur_us : k.dur_us * layers; // a whole-model cost is paid once, not per layer
     r.n += 1;
     r.hbm += k.hbm_util * k.dur_us;
-    sum += k.dur_us;
+    r.raw += k.dur_us;
   }
-  return { by, sum };
+  return by;
 }
 
 export class StagesView {
   constructor(el, store) {
     this.el = el;
     this.store = store;
+    this.id = "stages";
+    this.title = "stages";
     this.drawn = "";
-    this.count = 0;
   }
 
-  render(force = false) {
-    const stamp = this.store.stamp(["kernels"]);
+  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
+  render(store = this.store, axis = store.axis, force = false) {
+    const s = this.store;
+    const stamp = s.stamp(["axis", "theme"]);
     if (!force && stamp === this.drawn) return false;
     this.drawn = stamp;
-    const ks = this.store.kernels;
-    const topo = this.store.topology;
+    const model = s.axis.units === "model";
+    const layers = model ? s.layers : 1;
+    const topo = s.topology;
     const order = [];
     for (const ph of ["prefill", "decode"]) for (const n of topo ? topo[ph].nodes : []) if (!order.includes(n.id)) order.push(n.id);
-    for (const k of ks) if (!order.includes(k.stage)) order.push(k.stage);
+    for (const run of s.runs) for (const k of run.kernel) if (!order.includes(k.stage)) order.push(k.stage);
+    const many = s.runs.length > 1;
     const traces = [];
-    for (const phase of ["prefill", "decode"]) {
-      const { by, sum } = totals(ks, phase);
-      const stages = order.filter((s) => by.has(s));
-      const rows = stages.map((s) => by.get(s));
-      traces.push({
-        type: "bar", name: `${phase} share`, x: stages, y: rows.map((r) => (100 * r.us) / (sum || 1)),
-        marker: { color: PHASE[phase] }, offsetgroup: phase,
-        customdata: rows.map((r) => [us(r.us), r.n, us(r.us / r.n), (100 * r.hbm) / r.us]),
-        hovertemplate:
-          `<b>%{x}</b> (${phase})<br>%{y:.1f}% of ${phase} kernel time<br>%{customdata[0]} in %{customdata[1]} launches` +
-          " (%{customdata[2]} each)<br>HBM util %{customdata[3]:.0f}%<extra>simulated at full size</extra>",
-      });
-      traces.push({
-        type: "scatter", mode: "markers", name: `${phase} HBM util`, x: stages, y: rows.map((r) => (100 * r.hbm) / r.us), yaxis: "y2",
-        marker: { symbol: "diamond", size: 8, color: PHASE[phase], line: { color: "#fff", width: 1 } },
-        hovertemplate: `%{x} ${phase}: HBM bandwidth %{y:.0f}% of peak<extra></extra>`,
-      });
-      traces.push({
-        type: "scatter", mode: "markers", name: `${phase} L2 hit`, x: stages, y: rows.map((r) => (100 * r.l2) / r.us), yaxis: "y2",
-        marker: { symbol: "circle-open", size: 8, color: PHASE[phase] },
-        hovertemplate: `%{x} ${phase}: L2 hit rate %{y:.0f}%<extra></extra>`,
-      });
+    let maxPre = 0;
+    let maxDec = 0;
+    for (const run of s.runs) {
+      const steps = Math.max(run.decode_step.length, 1);
+      for (const phase of ["prefill", "decode"]) {
+        const by = totals(run.kernel, phase, layers, model);
+        const stages = order.filter((x) => by.has(x));
+        if (!stages.length) continue;
+        const div = phase === "decode" ? steps : 1;
+        const scale = phase === "prefill" ? 1e3 : model ? 1e3 : 1; // prefill in ms, decode per step in µs (one layer) or ms
+        const y = stages.map((x) => by.get(x).us / div / scale);
+        if (phase === "prefill") maxPre = Math.max(maxPre, ...y);
+        else maxDec = Math.max(maxDec, ...y);
+        const color = many ? runColor(run.role) : PHASE[phase];
+        traces.push({
+          type: "bar", name: `${many ? `${run.role === "compare" ? "B" : "A"} ${run.label} · ` : ""}${phase}`, x: stages, y,
+          xaxis: phase === "prefill" ? "x" : "x2", yaxis: phase === "prefill" ? "y" : "y2", offsetgroup: run.role,
+          marker: { color, line: { color, width: 1 }, pattern: phase === "decode" && many ? { shape: "/", fgcolor: color, bgcolor: "rgba(0,0,0,0)", solidity: 0.5 } : undefined },
+          customdata: stages.map((x) => {
+            const r = by.get(x);
+            return [us(r.raw / div), r.n, us(r.raw / r.n), (100 * r.hbm) / (r.raw || 1)];
+          }),
+          hovertemplate:
+            `<b>%{x}</b> · ${run.label} · ${phase}<br>%{y:.3g} ${scale === 1e3 ? "ms" : "µs"} ${phase === "decode" ? "per step" : "whole prefill"}` +
+            `${model ? ` (whole model, ${s.layers} layers)` : " (one layer)"}<br>one layer: %{customdata[0]} · %{customdata[1]} launches (%{customdata[2]} each)` +
+            "<br>HBM util %{customdata[3]:.0f}%<extra>simulated at full size</extra>",
+        });
+      }
     }
     const layout = plotLayout({
       barmode: "group",
       showlegend: true,
-      legend: { orientation: "h", x: 0, y: 1.18, font: { size: 9 } },
-      margin: { l: 44, r: 40, t: 24, b: 62 },
-      xaxis: { gridcolor: "#2a2e42", tickangle: -30, tickfont: { size: 9 } },
-      yaxis: { title: { text: "% of phase time" }, gridcolor: "#2a2e42", rangemode: "tozero" },
-      yaxis2: { overlaying: "y", side: "right", range: [0, 105], showgrid: false, title: { text: "HBM util / L2 hit %" }, tickvals: [0, 25, 50, 75, 100] },
+      legend: legendAbove(),
+      margin: { l: 50, r: 50, t: many ? 44 : 30, b: 70 },
+      xaxis: { domain: [0, 0.47], tickangle: -35, tickfont: { size: 9 }, title: { text: "prefill (whole)", standoff: 2 } },
+      xaxis2: { domain: [0.55, 1], anchor: "y2", tickangle: -35, tickfont: { size: 9 }, title: { text: "decode (mean step)", standoff: 2 } },
+      yaxis: { title: { text: "ms" }, rangemode: "tozero", range: [0, maxPre * 1.1 || 1] },
+      yaxis2: { anchor: "x2", side: "right", title: { text: model ? "ms / step" : "µs / step" }, rangemode: "tozero", range: [0, maxDec * 1.1 || 1] },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
     return true;

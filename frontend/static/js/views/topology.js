@@ -42,6 +42,13 @@ export class TopologyView {
     this.nodes = new Map();
     this.active = null;
     this.stats = new Map(); // stage -> last kernel
+    new ResizeObserver(() => {
+      const w = Math.round(this.svg.clientWidth);
+      if (w && w !== this.builtWidth) {
+        this.builtWidth = w;
+        this.shown = null; // rebuild at the new width
+      }
+    }).observe(svg);
     tabs.forEach((b) =>
       b.addEventListener("click", () => {
         this.mode = b.dataset.phase;
@@ -51,14 +58,21 @@ export class TopologyView {
     );
   }
 
+  // The drawing is in css pixels (the viewBox follows the element's width), so labels keep their size on a
+  // phone: as many nodes per row as fit, in a snake (left to right, then right to left), rows 100 px apart.
   positions(nodes) {
-    // one row for short graphs; otherwise a snake of two rows (left to right, then right to left)
-    const perRow = nodes.length <= 8 ? nodes.length : Math.ceil(nodes.length / 2);
-    const gap = (W - 20) / Math.max(perRow, 1);
+    const w = Math.max(this.svg.clientWidth || W, 300);
+    const fit = Math.max(2, Math.floor((w - 20) / (NODE_W + 14)));
+    const rows = Math.ceil(nodes.length / fit);
+    const perRow = Math.ceil(nodes.length / rows);
+    const gap = (w - 20) / Math.max(perRow, 1);
+    const top = 70; // room for skip edges arcing over the first row
+    this.width = w;
+    this.height = top + rows * 100;
     return nodes.map((n, i) => {
       const row = Math.floor(i / perRow);
       const col = row % 2 === 0 ? i % perRow : perRow - 1 - (i % perRow);
-      return { x: 10 + gap * col + (gap - NODE_W) / 2, y: nodes.length <= 8 ? 90 : 30 + row * 120 };
+      return { x: 10 + gap * col + (gap - NODE_W) / 2, y: top + row * 100 };
     });
   }
 
@@ -71,33 +85,50 @@ export class TopologyView {
     const g = topo[phase];
     const pos = new Map();
     this.positions(g.nodes).forEach((p, i) => pos.set(g.nodes[i].id, p));
+    this.svg.setAttribute("viewBox", `0 0 ${this.width} ${this.height}`);
+    this.svg.style.height = `${this.height}px`;
     const maxBytes = Math.max(1, ...g.edges.map((e) => e.bytes));
     const defs = el("defs", {}, this.svg);
-    const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 5, markerHeight: 5, orient: "auto-start-reverse" }, defs);
-    el("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#565f89" }, marker);
+    const marker = el("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 9, markerHeight: 9, markerUnits: "userSpaceOnUse", orient: "auto" }, defs);
+    el("path", { d: "M 0 0 L 10 5 L 0 10 z", class: "arrowhead" }, marker);
+    const idx = new Map(g.nodes.map((n, i) => [n.id, i]));
     for (const e of g.edges) {
       const a = pos.get(e.source);
       const b = pos.get(e.target);
       if (!a || !b) continue;
-      const x0 = a.x + NODE_W / 2;
-      const y0 = a.y + NODE_H / 2;
-      const x1 = b.x + NODE_W / 2;
-      const y1 = b.y + NODE_H / 2;
-      const bend = Math.abs(y1 - y0) < 1 && Math.abs(x1 - x0) > 1.5 * (W / 8) ? -60 : 0; // skip-edges arc over the row
-      const mx = (x0 + x1) / 2;
-      const my = (y0 + y1) / 2 + bend;
-      const width = 1 + 9 * Math.sqrt(e.bytes / maxBytes);
-      const path = el("path", {
-        d: `M ${x0} ${y0} Q ${mx} ${my} ${x1} ${y1}`, class: "edge", "stroke-width": width.toFixed(1), fill: "none",
-        "marker-end": "url(#arrow)",
-      }, this.svg);
+      // edges leave and enter at node borders (never under a node) and end in an arrow: data flows source -> target
+      const adjacent = Math.abs(idx.get(e.source) - idx.get(e.target)) === 1;
+      let d;
+      if (Math.abs(b.y - a.y) > 1) {
+        const down = b.y > a.y;
+        const x0 = a.x + NODE_W / 2;
+        const x1 = b.x + NODE_W / 2;
+        const y0 = down ? a.y + NODE_H : a.y;
+        const y1 = down ? b.y - 2 : b.y + NODE_H + 2;
+        d = `M ${x0} ${y0} C ${x0} ${(y0 + y1) / 2} ${x1} ${(y0 + y1) / 2} ${x1} ${y1}`;
+      } else if (adjacent) {
+        const right = b.x > a.x;
+        const x0 = right ? a.x + NODE_W : a.x;
+        const x1 = right ? b.x - 2 : b.x + NODE_W + 2;
+        const y = a.y + NODE_H / 2;
+        d = `M ${x0} ${y} L ${x1} ${y}`;
+      } else {
+        // a skip edge arcs over the row, from the top of one node to the top of the other
+        const x0 = a.x + NODE_W / 2 + 10;
+        const x1 = b.x + NODE_W / 2 - 10;
+        const y = a.y;
+        const lift = Math.min(70, 20 + Math.abs(x1 - x0) / 8);
+        d = `M ${x0} ${y} C ${x0} ${y - lift} ${x1} ${y - lift} ${x1} ${y - 2}`;
+      }
+      const width = 1 + 7 * Math.sqrt(e.bytes / maxBytes);
+      const path = el("path", { d, class: "edge", "stroke-width": width.toFixed(1), fill: "none", "marker-end": "url(#arrow)" }, this.svg);
       const t = el("title", {}, path);
       t.textContent = `${e.source} → ${e.target}: ${bytes(e.bytes)} per ${phase === "prefill" ? "chunk" : "step"} (width ∝ √bytes)`;
     }
     for (const n of g.nodes) {
       const p = pos.get(n.id);
       const grp = el("g", { class: "node", transform: `translate(${p.x},${p.y})`, "data-stage": n.id }, this.svg);
-      el("rect", { width: NODE_W, height: NODE_H, rx: 6, fill: "#1f2335", stroke: stageColor(n.kind), "stroke-width": 2 }, grp);
+      el("rect", { width: NODE_W, height: NODE_H, rx: 6, class: "node-box", stroke: stageColor(n.kind), "stroke-width": 2 }, grp);
       el("rect", { width: 5, height: NODE_H, rx: 2, fill: stageColor(n.kind) }, grp);
       const lines = wrap(n.label);
       lines.forEach((line, i) => {
@@ -131,8 +162,9 @@ export class TopologyView {
     const running = s.lastKernel ? s.lastKernel.phase : s.phase; // validate/idle phases keep the last graph
     const phase = this.mode === "auto" ? (running === "decode" ? "decode" : "prefill") : this.mode;
     const stamp = `${s.stamp(["kernels", "phase"])}`;
-    if (phase !== this.shown || s.ver.reset !== this.resetSeen) {
-      this.resetSeen = s.ver.reset;
+    const rs = `${s.ver.reset}:${s.ver.theme || 0}`;
+    if (phase !== this.shown || rs !== this.resetSeen) {
+      this.resetSeen = rs;
       this.shown = phase;
       this.phaseLabel.textContent = `${phase} · ${s.topology ? `${s.topology.model} / ${s.topology.runtime}` : ""}`;
       this.build(phase);

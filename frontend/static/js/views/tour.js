@@ -1,5 +1,8 @@
-// The guided tour player: each step (from scenario.tour) pauses at a simulated time or at the first
-// matching event, highlights panels, and explains. next/prev/skip.
+// The guided tour player. Each step (scenario.tour) pauses at the simulated time the server computed for it
+// (loaded.tour_results[i].t_us: at_us, or the time of the first matching event; null = no pause, the step
+// shares the previous step's moment). next plays to the step's moment and then seeks exactly to it; prev
+// seeks back to its step's moment; both restore the step's panels (highlighted and scrolled into view). A
+// step's check (against the whole run's summary) is shown once its moment is reached.
 
 import { esc, us } from "../format.js";
 
@@ -7,106 +10,142 @@ export class Tour {
   constructor(root, store, commands) {
     this.body = root.querySelector("#tour-body");
     this.pos = root.querySelector("#tour-pos");
+    this.nextBtn = root.querySelector("#tour-next");
     this.store = store;
     this.cmd = commands; // {play(), pause(), seek(t)}
     this.steps = [];
+    this.results = [];
     this.index = -1;
     this.waiting = null; // the step we are playing towards
-    root.querySelector("#tour-next").addEventListener("click", () => this.next());
+    this.nextBtn.addEventListener("click", () => this.next());
     root.querySelector("#tour-prev").addEventListener("click", () => this.prev());
     root.querySelector("#tour-skip").addEventListener("click", () => this.skip());
-    store.listeners.push((frame) => this.watch(frame));
+    store.listeners.push(() => this.watch());
   }
 
   load(scenario, results = []) {
     this.steps = (scenario && scenario.tour) || [];
-    this.results = results; // the server's check of each step's claim against this run
+    this.results = results;
     this.index = -1;
     this.waiting = null;
     this.highlight([]);
+    document.body.classList.remove("touring");
     if (!this.steps.length) {
-      this.body.innerHTML = `<p class="empty">${esc(scenario ? scenario.description || "No tour for this scenario." : "")}</p>`;
+      this.body.innerHTML = `<p>${esc(scenario ? scenario.description || "No tour for this scenario." : "")}</p><p class="hint">No tour for this preset: press play.</p>`;
       this.pos.textContent = "no tour";
     } else {
-      this.body.innerHTML = `<p class="empty">${esc(scenario.description)}</p><p class="hint">This scenario has a ${this.steps.length}-step tour: press <b>next</b>.</p>`;
+      this.body.innerHTML = `<p>${esc(scenario.description)}</p><p class="hint">A ${this.steps.length}-step tour walks through this story: press <b>next</b>.</p>`;
       this.pos.textContent = `${this.steps.length} steps`;
     }
+    this.nextBtn.textContent = "start tour ▶";
+  }
+
+  // the moment of step i: the server's pause time, else the previous step's moment, else 0
+  stepTime(i) {
+    for (let j = i; j >= 0; j--) {
+      const r = this.results[j];
+      if (r && r.t_us !== null && r.t_us !== undefined) return Math.min(Number(r.t_us), this.store.duration);
+    }
+    return 0;
   }
 
   show(i) {
     const st = this.steps[i];
     this.index = i;
-    this.pos.textContent = `step ${i + 1} / ${this.steps.length}`;
-    this.body.innerHTML = `<h3>${esc(st.title)}</h3><p>${esc(st.text)}</p>` + (st.at_us !== null && st.at_us !== undefined ? `<p class="hint">at ${us(st.at_us)}</p>` : "") + this.checkLine(this.results[i]);
+    document.body.classList.add("touring");
+    this.pos.textContent = `step ${i + 1} / ${this.steps.length} · at ${us(this.stepTime(i))}`;
+    const reached = this.store.t >= this.stepTime(i) - 1e-6;
+    this.body.innerHTML = `<h3>${esc(st.title)}</h3><p>${esc(st.text)}</p>` + this.checkLine(this.results[i], reached);
+    this.nextBtn.textContent = i + 1 >= this.steps.length ? "finish" : "next ▶";
     this.highlight(st.highlight || []);
   }
 
-  checkLine(r) {
-    if (!r || r.metric === null) return "";
+  checkLine(r, reached) {
+    if (!r || r.metric === null || r.metric === undefined) return "";
+    if (!reached) return '<p class="check pending" data-testid="tour-check-pending">check shown when this step\'s moment is reached</p>';
     const verdict = r.passed ? '<span class="ok">✓ holds in this run</span>' : '<span class="bad">✗ does not hold in this run</span>';
-    return `<p class="check" data-testid="tour-check" title="The step's claim, checked by the server against this run's summary">${verdict}: <code>${esc(r.metric)} ${esc(r.op)} ${esc(String(r.expected))}</code> (measured ${esc(String(r.actual))})</p>`;
+    return `<p class="check" data-testid="tour-check" title="The step's claim, checked by the server against the whole run's summary">${verdict}: <code>${esc(r.metric)} ${esc(r.op)} ${esc(String(r.expected))}</code> (whole run: ${esc(String(r.actual))})</p>`;
   }
 
   highlight(ids) {
     document.querySelectorAll(".highlight").forEach((n) => n.classList.remove("highlight"));
+    let first = null;
     for (const id of ids) {
       const n = document.querySelector(`[data-panel="${CSS.escape(id)}"]`) || document.getElementById(id);
-      if (n) n.classList.add("highlight");
+      if (n && !n.classList.contains("collapsed")) {
+        n.classList.add("highlight");
+        first = first || n;
+      }
     }
+    if (first) first.scrollIntoView({ block: "nearest", inline: "nearest", behavior: "smooth" });
   }
 
   next() {
     const i = this.index + 1;
-    if (i >= this.steps.length) return this.skip();
-    const st = this.steps[i];
-    if (st.at_us !== null && st.at_us !== undefined && st.at_us > this.store.t) {
+    if (i >= this.steps.length) return this.finish();
+    const t = this.stepTime(i);
+    if (t > this.store.t + 1e-6) {
       this.waiting = i;
-      this.body.innerHTML = `<p class="hint">playing to ${us(st.at_us)}…</p>`;
-      this.cmd.play();
-    } else if (st.at_event && !this.seen(st.at_event)) {
-      this.waiting = i;
-      this.body.innerHTML = `<p class="hint">playing until ${esc(st.at_event)}…</p>`;
+      this.body.innerHTML = `<p class="hint">playing to step ${i + 1}'s moment, ${us(t)}…</p>`;
       this.cmd.play();
     } else {
-      this.show(i);
+      this.cmd.pause();
+      if (Math.abs(t - this.store.t) > 1e-6) this.cmd.seek(t);
+      this.arrive(i, t);
     }
   }
 
   prev() {
     if (this.index <= 0) return;
-    const st = this.steps[this.index - 1];
-    if (st.at_us !== null && st.at_us !== undefined) this.cmd.seek(st.at_us);
-    this.show(this.index - 1);
+    const i = this.index - 1;
+    this.waiting = null;
+    this.cmd.pause();
+    this.cmd.seek(this.stepTime(i));
+    this.arrive(i, this.stepTime(i));
+  }
+
+  // show step i once the store has caught up with its moment t (a seek is answered by a reset frame)
+  arrive(i, t) {
+    this.pendingShow = { i, t };
+    this.show(i);
+    if (this.store.t >= t - 1e-6) this.pendingShow = null;
+  }
+
+  finish() {
+    this.waiting = null;
+    this.highlight([]);
+    this.index = -1;
+    document.body.classList.remove("touring");
+    this.pos.textContent = `${this.steps.length} steps`;
+    this.body.innerHTML = '<p>Tour finished. Press <b>start tour</b> to walk through it again, or play freely (play at the end restarts the run).</p>';
+    this.nextBtn.textContent = "start tour ▶";
   }
 
   skip() {
     this.waiting = null;
+    this.pendingShow = null;
     this.highlight([]);
     this.index = -1;
-    this.body.innerHTML = '<p class="empty">Tour left; play freely.</p>';
+    document.body.classList.remove("touring");
+    this.body.innerHTML = "<p>Tour left; play freely. <b>start tour</b> begins it again.</p>";
+    this.nextBtn.textContent = "start tour ▶";
   }
 
-  matches(e, spec) {
-    const [kind, name] = spec.split(":");
-    if (e.kind !== kind) return false;
-    // the same fields tour.py matches: a kernel/stage name, a phase, a fault, an owner, a reason
-    return !name || [e.name, e.stage, e.phase, e.fault, e.action, e.owner, e.reason].includes(name);
-  }
-
-  seen(spec) {
-    return this.store.log.some((e) => this.matches(e, spec)) || this.store.kernels.some((e) => this.matches(e, spec));
-  }
-
-  watch(frame) {
+  watch() {
+    const t = this.store.t;
+    if (this.pendingShow && t >= this.pendingShow.t - 1e-6 && Math.abs(t - this.pendingShow.t) < 1e-3 * Math.max(1, this.pendingShow.t)) {
+      const { i } = this.pendingShow;
+      this.pendingShow = null;
+      this.show(i); // now the check may show: the moment is reached
+    }
     if (this.waiting === null) return;
-    const st = this.steps[this.waiting];
-    const hitTime = st.at_us !== null && st.at_us !== undefined && frame.t_us >= st.at_us;
-    const hitEvent = st.at_event && frame.events.some((e) => this.matches(e, st.at_event));
-    if (hitTime || hitEvent) {
+    const target = this.stepTime(this.waiting);
+    if (t >= target) {
       const i = this.waiting;
       this.waiting = null;
       this.cmd.pause();
-      this.show(i);
+      if (t > target + 1e-6) this.cmd.seek(target); // land exactly on the step's moment
+      this.arrive(i, target);
     }
   }
 }

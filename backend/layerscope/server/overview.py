@@ -1,0 +1,135 @@
+"""The whole run at a glance, sent once with `loaded`: the dashboard draws it before play is pressed.
+
+For the run and its compare run (if any), the events the time views and the bank map need, as column
+tables ({"cols": [...], "rows": [[...], ...]}): repeated strings become indices into a per-column `dict`
+list, so a 20 000-launch run travels as a few hundred kB rather than megabytes of repeated names. The
+compare run is never streamed frame by frame (one clock plays one run); its panels are drawn from here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel
+
+# fields kept per kind: what the timeline, memory, latency, stages, bank map, numerics and log draw
+FIELDS: dict[str, tuple[str, ...]] = {
+    "kernel": (
+        "name",
+        "stage",
+        "stage_kind",
+        "phase",
+        "stream",
+        "start_us",
+        "dur_us",
+        "flops",
+        "bytes",
+        "bound",
+        "hbm_util",
+        "l2_hit",
+        "chunk",
+        "step",
+        "shapes",
+        "scope",
+    ),
+    "phase": ("t_us", "phase"),
+    "chunk": ("t_us", "chunk", "token_start", "token_end", "chunk_size", "reason", "barrier_us", "pages"),
+    "memory": ("t_us", "hbm_total_bytes", "hbm_used_bytes", "hbm_free_bytes", "kv_bytes", "largest_free_run_bytes"),
+    "decode_step": (
+        "t_us",
+        "step",
+        "context_len",
+        "latency_us",
+        "model_latency_us",
+        "sla_us",
+        "jitter_us",
+        "over_sla",
+        "cross_bank_reads",
+        "refetched_pages",
+    ),
+    "step": ("t_us", "index", "start_us", "dur_us", "model_dur_us", "num_seqs", "prefill_tokens", "decode_tokens",
+             "token_budget"),
+    "deployment": ("t_us", "gpu", "num_gpus", "tp", "ep", "moe_tp", "weight_dtype", "kv_dtype",
+                   "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu"),
+    "page_alloc": ("t_us", "owner", "phase", "logical", "banks", "slots", "request_id"),
+    "page_free": ("t_us", "owner", "banks", "slots", "request_id"),
+    "page_migrate": ("t_us", "owner", "from_bank", "from_slot", "to_bank", "to_slot"),
+    "page_evict": ("t_us", "owner", "banks", "slots"),
+    "banks": ("t_us", "used", "capacity", "reserved"),
+    "crc": ("t_us", "checked_banks", "bad_banks", "source"),
+    "fault": ("t_us", "fault", "action", "detail", "banks", "step", "chunk"),
+    "alloc_fail": ("t_us", "owner", "pages_wanted", "free_pages", "largest_free_run", "reason"),
+    "experts": ("t_us", "phase", "step", "chunk", "scaled_model", "counts", "distinct_full", "assumed"),
+    "numerics": (
+        "t_us",
+        "phase",
+        "scaled_model",
+        "tokens",
+        "rel_error",
+        "max_abs_error",
+        "nan_count",
+        "inf_count",
+        "step",
+        "chunk",
+    ),
+}
+
+
+def _json_float(v: Any, exact: bool = False) -> Any:
+    if isinstance(v, BaseModel):  # a nested record (the deployment's per_gpu figures)
+        return {k: _json_float(x, exact) for k, x in v.model_dump(mode="json").items()}
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, float) and not exact:
+        return float(f"{v:.6g}")  # six significant digits: far below a pixel, a third of the bytes
+    return v
+
+
+def _table(events: list[BaseModel], cols: tuple[str, ...]) -> dict[str, Any]:
+    # times stay exact: the dashboard compares them with the streamed events' and the tour's times
+    exact = [c.endswith("_us") for c in cols]
+    rows = [[_json_float(getattr(e, c, None), x) for c, x in zip(cols, exact, strict=True)] for e in events]
+    dicts: dict[str, list[str]] = {}
+    for j, c in enumerate(cols):
+        if rows and all(isinstance(r[j], str) for r in rows):
+            index: dict[str, int] = {}
+            for r in rows:
+                r[j] = index.setdefault(r[j], len(index))
+            dicts[c] = list(index)
+    return {"cols": list(cols), "rows": rows, "dict": dicts}
+
+
+def run_overview(result: Any, role: str, label: str) -> dict[str, Any]:
+    """One run's overview: a column table per kind in FIELDS, plus its summary figures."""
+    by: dict[str, list[BaseModel]] = {k: [] for k in FIELDS}
+    for e in result.events:
+        if e.kind in by:
+            by[e.kind].append(e)
+    summary = {k: _json_float(v) for k, v in result.summary.items()}
+    out: dict[str, Any] = {"role": role, "label": label, "summary": summary}
+    out["tables"] = {k: _table(v, FIELDS[k]) for k, v in by.items() if v}
+    return out
+
+
+def overview(result: Any, num_layers: int) -> dict[str, Any]:
+    """The run (and its compare run) as the dashboard's first screen draws them."""
+    spec = result.spec
+    runs = [run_overview(result, "main", main_label(spec))]
+    if getattr(result, "compare", None) is not None:
+        runs.append(run_overview(result.compare, "compare", spec.compare.label if spec.compare else "compare"))
+    return {"num_layers": num_layers, "runs": runs}
+
+
+def main_label(spec: Any) -> str:
+    """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
+    if spec.compare is None:
+        return spec.name
+    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
+
+
+def _dotted(obj: Any, path: str) -> Any:
+    """spec field by a dotted name, as compare.set names them ("workload.max_concurrency")."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj

@@ -1,0 +1,247 @@
+// The one time axis every time view shares (held by the store: store.axis).
+//
+//   axis.extent  [t0, t1]   the run's extent, simulated µs of one layer (what the events carry)
+//   axis.range   [t0, t1] | null   the zoom, in the same µs; null means "the whole extent"
+//   axis.cursor  t          playback time (store.t), simulated µs
+//   axis.units   "layer" | "model"   one decoder layer as simulated, or the whole model (x num_layers)
+//
+// A view never stores its own copy of the range: it asks the axis for x values (toX), the shown
+// range (shown()), tick values and texts (ticks()), and hands a user's zoom back (store.setRange).
+// The mapping from simulated µs to the x a plot draws is piecewise linear:
+//   - units "model": every span of per-layer work lasts num_layers times as long; a whole-model one-off
+//     cost (a kernel with scope "model", or stage "switch_over" from older runs) keeps its own length;
+//   - units "layer": a one-off cost longer than BREAK_SHARE of the run is squeezed into a broken-axis
+//     gap of BREAK_SHARE of the width, labelled with its true length (breaks()), so it cannot squeeze the run.
+// Plots show ms or µs (unit()), with ticks at 1/2/5 steps of that unit placed through the mapping.
+
+const BREAK_SHARE = 0.04; // a squeezed one-off cost takes 4% of the axis: visible, never dominant
+const BREAKS_MAX = 0.2; // all squeezed costs together take at most 20% of the axis
+
+export function isOneOff(k) {
+  return k.scope ? k.scope === "model" : k.stage === "switch_over";
+}
+
+function union(intervals) {
+  const out = [];
+  for (const [a, b] of [...intervals].sort((x, y) => x[0] - y[0])) {
+    const last = out[out.length - 1];
+    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
+    else out.push([a, b]);
+  }
+  return out;
+}
+
+// The spans the axis may squeeze: where a whole-model one-off cost runs and no per-layer work of any of the
+// runs does (a whole-model re-fetch on the copy stream beside decode steps squeezes only its idle stretches).
+export function oneOffSpans(runs) {
+  const once = union(runs.flatMap((r) => r.kernel.filter(isOneOff).map((k) => [k.start_us, k.start_us + k.dur_us])));
+  const busy = union(runs.flatMap((r) => r.kernel.filter((k) => !isOneOff(k)).map((k) => [k.start_us, k.start_us + k.dur_us])));
+  const out = [];
+  let j = 0;
+  for (const [a0, b] of once) {
+    let a = a0;
+    while (j < busy.length && busy[j][1] <= a) j++;
+    for (let k = j; k < busy.length && busy[k][0] < b; k++) {
+      if (busy[k][0] > a) out.push([a, busy[k][0]]);
+      a = Math.max(a, busy[k][1]);
+    }
+    if (a < b) out.push([a, b]);
+  }
+  // pieces with only idle time between them (launch gaps between back-to-back one-off kernels) make one break
+  const merged = [];
+  let k = 0;
+  for (const piece of out) {
+    const last = merged[merged.length - 1];
+    while (k < busy.length && busy[k][1] <= (last ? last[1] : -Infinity)) k++;
+    if (last && !(k < busy.length && busy[k][0] < piece[0])) last[1] = piece[1];
+    else merged.push([...piece]);
+  }
+  return merged;
+}
+
+export class TimeAxis {
+  constructor() {
+    this.extent = [0, 1];
+    this.range = null;
+    this.cursor = 0;
+    this.units = "layer";
+    this.layers = 1;
+    this.spans = []; // one-off spans [t0, t1], simulated µs
+    this.ver = 0; // bumped on every change of range, units or mapping
+    this.build();
+  }
+
+  // Called when a run loads: its extent, its layer count and its one-off spans.
+  load(duration, layers, spans) {
+    this.extent = [0, Math.max(duration, 1e-3)];
+    this.layers = Math.max(1, layers || 1);
+    this.spans = spans || [];
+    this.range = null;
+    this.cursor = 0;
+    this.build();
+  }
+
+  // Segments {t0, t1, x0, slope} covering the extent: x = x0 + (t - t0) * slope.
+  build() {
+    const [e0, e1] = this.extent;
+    const total = e1 - e0;
+    const segs = [];
+    let t = e0;
+    let x = 0;
+    const push = (t1, slope) => {
+      if (t1 <= t) return;
+      segs.push({ t0: t, t1, x0: x, slope });
+      x += (t1 - t) * slope;
+      t = t1;
+    };
+    const layerSlope = this.units === "model" ? this.layers : 1;
+    const big = this.spans.filter(([a, b]) => b - a > BREAK_SHARE * total);
+    const bigLen = big.reduce((acc, [a, b]) => acc + (b - a), 0);
+    const share = Math.min(BREAK_SHARE, BREAKS_MAX / Math.max(big.length, 1));
+    this.gaps = [];
+    for (const [a, b] of this.spans) {
+      push(Math.max(a, e0), layerSlope);
+      const len = Math.min(b, e1) - Math.max(a, t);
+      if (len <= 0) continue;
+      if (this.units === "layer" && len > BREAK_SHARE * total) {
+        const slope = (share * Math.max(total - bigLen, total * 0.05)) / len; // a gap is `share` of the rest of the run
+        const x0 = x;
+        push(Math.min(b, e1), slope);
+        this.gaps.push({ t0: a, t1: b, x0, x1: x });
+      } else push(Math.min(b, e1), 1);
+    }
+    push(e1, layerSlope);
+    if (!segs.length) segs.push({ t0: e0, t1: e1, x0: 0, slope: layerSlope });
+    this.segs = segs;
+    this.ver += 1;
+  }
+
+  setUnits(units) {
+    if (units !== "layer" && units !== "model") throw new Error(`units must be "layer" or "model", got ${units}`);
+    if (units === this.units) return;
+    this.units = units;
+    this.build();
+  }
+
+  seg(t) {
+    const s = this.segs;
+    let lo = 0;
+    let hi = s.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (t >= s[mid].t1) lo = mid + 1;
+      else hi = mid;
+    }
+    return s[lo];
+  }
+
+  // simulated µs -> the x a plot draws (in the shown unit: see unit())
+  toX(t) {
+    if (t === null || t === undefined) return null;
+    const g = this.seg(t);
+    return (g.x0 + (t - g.t0) * g.slope) / this.scale();
+  }
+
+  // the inverse: x drawn -> simulated µs
+  fromX(x) {
+    const v = x * this.scale();
+    for (const g of this.segs) {
+      const end = g.x0 + (g.t1 - g.t0) * g.slope;
+      if (v <= end || g === this.segs[this.segs.length - 1]) return g.t0 + (v - g.x0) / (g.slope || 1);
+    }
+    return this.extent[1];
+  }
+
+  // µs drawn as ms once the displayed extent passes 5 ms
+  lengthUs() {
+    const last = this.segs[this.segs.length - 1];
+    return last.x0 + (last.t1 - last.t0) * last.slope;
+  }
+
+  scale() {
+    return this.lengthUs() > 5000 ? 1000 : 1;
+  }
+
+  unit() {
+    return this.scale() === 1000 ? "ms" : "µs";
+  }
+
+  title() {
+    const what = this.units === "model" ? `whole model, ${this.layers} layers` : "one layer";
+    return `time, ${what} (${this.unit()})` + (this.gaps.length ? " · // one-off, axis broken" : "");
+  }
+
+  // the x range to draw: the zoom, else the whole extent
+  shown() {
+    const r = this.range || this.extent;
+    return [this.toX(r[0]), this.toX(r[1])];
+  }
+
+  // Tick values and texts: 1/2/5 steps in the shown unit, counted in true simulated time within each
+  // segment, so ticks on each side of a break read the real clock.
+  ticks(target = 7) {
+    const [x0, x1] = this.shown();
+    const span = Math.max(x1 - x0, 1e-9);
+    const raw = span / target;
+    const p = 10 ** Math.floor(Math.log10(raw));
+    const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw);
+    const vals = [];
+    const text = [];
+    if (this.units === "model") {
+      // x is the whole model's clock: nice values of x itself
+      for (let v = Math.ceil(x0 / step) * step; v <= x1 + step * 1e-6; v += step) {
+        vals.push(v);
+        text.push(fmtTick(v, step));
+      }
+      return { tickvals: vals, ticktext: text };
+    }
+    const sc = this.scale();
+    for (const g of this.segs) {
+      if (this.gaps.some((gap) => gap.t0 === g.t0)) continue; // no ticks inside a broken-axis gap
+      const stepT = step * sc;
+      const lo = Math.max(g.t0, this.fromX(x0));
+      const hi = Math.min(g.t1, this.fromX(x1));
+      for (let t = Math.ceil(lo / stepT - 1e-9) * stepT; t <= hi + stepT * 1e-6; t += stepT) {
+        const v = this.toX(t);
+        if (vals.length && Math.abs(v - vals[vals.length - 1]) < step * 0.5) continue; // never overlap
+        vals.push(v);
+        text.push(fmtTick(t / sc, step));
+      }
+    }
+    return { tickvals: vals, ticktext: text };
+  }
+
+  // Plotly shapes + annotations marking each broken-axis gap
+  // widthPx: the plot's width, so labels (about 70 px each) never overlap
+  breaks(widthPx = 900) {
+    const shapes = [];
+    const notes = [];
+    const [v0, v1] = this.shown();
+    let lastLabel = -Infinity;
+    for (const g of this.gaps) {
+      const a = g.x0 / this.scale();
+      const b = g.x1 / this.scale();
+      const labelled = (((a + b) / 2 - lastLabel) / Math.max(v1 - v0, 1e-9)) * widthPx > 75; // labels never overlap
+      if (labelled) lastLabel = (a + b) / 2;
+      shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a, x1: b, y0: 0, y1: 1, layer: "above",
+        fillcolor: "rgba(128,128,128,0.25)", line: { width: 1, dash: "dot", color: "#8b93b8" } });
+      if (labelled) notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `// ${fmtUs(g.t1 - g.t0)}`,
+        font: { size: 10 }, hovertext: "A whole-model one-off cost (e.g. the prefill→decode switch-over): the axis is broken here so it does not squeeze the run; its true length is in the label." });
+    }
+    return { shapes, annotations: notes };
+  }
+
+  // a Plotly xaxis for a time plot (range and ticks from the shared axis)
+  xaxis(extra = {}) {
+    return { range: this.shown(), tickmode: "array", ...this.ticks(), title: { text: this.title(), standoff: 4 }, zeroline: false, ...extra };
+  }
+}
+
+function fmtTick(v, step) {
+  const digits = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
+  return v.toFixed(Math.min(digits, 3));
+}
+
+function fmtUs(v) {
+  return v >= 1000 ? `${(v / 1000).toFixed(2)} ms` : `${v.toFixed(1)} µs`;
+}

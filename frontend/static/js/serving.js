@@ -1,0 +1,275 @@
+// Serving state: what the request, step and deployment events say, kept beside the store (which stays the one
+// timeline of events). It listens to the store's frames, rebuilds itself on a reset (load, seek), and bumps the
+// store's counters "requests", "steps" and "deployment" so views redraw through store.stamp() like any other.
+//
+// Times: a step lasts dur_us for one layer and model_dur_us for the whole model (what a client sees). The engine
+// places steps on the event clock either a whole-model step apart (the next step starts model_dur_us later:
+// the clock already is the client's) or one layer apart (the clock is one layer's). `toModelUs` maps event time
+// to whole-model time, stretching a step to its model duration only in the second case (gaps between steps,
+// when the engine idles waiting for arrivals, stay as they are), so TTFT / TPOT / ITL here are what
+// `vllm bench serve` would measure either way.
+
+// Where a step ends on the event clock: a whole-model step after its start, or one layer after it when the
+// engine spaces steps one layer apart (known once the next step arrives; until then, as the step before).
+export function stepEnd(s) {
+  if (s.next !== undefined) return s.start + Math.min(s.next, s.mdur);
+  return s.start + (s.stretch ? s.dur : s.mdur);
+}
+
+const MAX_POINTS = 4000; // KV block series kept (the latest)
+const STATES = ["waiting", "prefill", "decode", "preempted", "recompute"];
+
+export class Request {
+  constructor(e) {
+    this.id = e.request_id;
+    this.input_len = e.input_len;
+    this.output_len = e.output_len;
+    this.arrive = e.t_us;
+    this.firstToken = null; // timeline µs
+    this.finished = null;
+    this.preemptions = 0;
+    this.state = "waiting";
+    this.since = e.t_us; // start of the open segment
+    this.segments = []; // closed: {state, t0, t1}
+    this.computed = 0; // tokens whose KV is computed (from steps)
+    this.target = e.input_len; // tokens to compute before this request decodes
+    this.tokens = []; // each output token: {t} (an event's time) or {step} (produced when that step ends)
+  }
+
+  close(t) {
+    if (t >= this.since) this.segments.push({ state: this.state, t0: this.since, t1: t });
+  }
+
+  open(state, t) {
+    this.close(t);
+    this.state = state;
+    this.since = t;
+  }
+}
+
+export function percentile(sorted, q) {
+  // linear interpolation between closest ranks (numpy's default, which vLLM's benchmark uses)
+  if (!sorted.length) return NaN;
+  const pos = (sorted.length - 1) * q;
+  const lo = Math.floor(pos);
+  const hi = Math.ceil(pos);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
+}
+
+export class ServingState {
+  constructor(store) {
+    this.store = store;
+    this.clear();
+    this.lastReset = store.ver.reset || 0;
+    store.listeners.push((frame) => this.onFrame(frame));
+  }
+
+  clear() {
+    this.requests = new Map(); // id -> Request
+    this.order = []; // ids in arrival order (one lane each)
+    this.steps = []; // step events, by start time
+    this.deployment = null;
+    this.finishedCount = 0;
+    this.preemptions = 0;
+    this.stepOf = null; // cache for stepAt
+    this.lat = { ttft: [], tpot: [], itl: [], e2el: [] }; // whole-model ms, appended as requests finish
+    this.latFirst = new Set(); // ids whose TTFT was recorded
+    this.kv = { t: [], used: [], free: [], cachedT: [], cached: [] }; // KV blocks over time (banks snapshots, steps)
+  }
+
+  onBanks(e) {
+    const used = e.used.reduce((a, b) => a + b, 0);
+    const k = this.kv;
+    k.t.push(e.t_us);
+    k.used.push(used);
+    k.free.push(e.capacity * e.used.length - used);
+    if (k.t.length > MAX_POINTS) for (const a of [k.t, k.used, k.free]) a.splice(0, a.length - MAX_POINTS);
+  }
+
+  onFrame(frame) {
+    const reset = this.store.ver.reset || 0;
+    if (frame.reset || reset !== this.lastReset) {
+      this.lastReset = reset;
+      this.clear();
+      this.store.bump("requests");
+      this.store.bump("steps");
+    }
+    let req = false;
+    let step = false;
+    let kv = false;
+    for (const e of frame.events) {
+      if (e.kind === "request") {
+        this.onRequest(e);
+        req = true;
+      } else if (e.kind === "step") {
+        this.onStep(e);
+        step = true;
+      } else if (e.kind === "banks") {
+        this.onBanks(e);
+        kv = true;
+      } else if (e.kind === "deployment") {
+        this.deployment = e;
+        this.store.bump("deployment");
+      }
+    }
+    if (req || step) this.store.bump("requests");
+    if (step) this.store.bump("steps");
+    if (kv || step) this.store.bump("kvblocks");
+  }
+
+  get active() {
+    return this.order.length > 0 || this.steps.length > 0;
+  }
+
+  onRequest(e) {
+    let r = this.requests.get(e.request_id);
+    if (!r) {
+      r = new Request(e);
+      this.requests.set(e.request_id, r);
+      this.order.push(e.request_id);
+    }
+    const t = e.t_us;
+    switch (e.what) {
+      case "arrive":
+        break;
+      case "scheduled":
+        r.computed = e.num_computed_tokens;
+        if (r.preemptions) {
+          r.target = r.input_len + e.num_output_tokens; // recompute: prompt and generated tokens again
+          r.open("recompute", t);
+        } else r.open("prefill", t);
+        break;
+      case "first_token":
+        if (r.firstToken === null) {
+          r.firstToken = t;
+          r.tokens.push({ t });
+          const ms = this.modelMs(r.arrive, t);
+          this.lat.ttft.push(ms);
+          this.latFirst.add(r.id);
+        }
+        r.open("decode", t);
+        break;
+      case "preempted":
+        r.preemptions += 1;
+        this.preemptions += 1;
+        r.open("preempted", t);
+        break;
+      case "finished":
+        r.open("done", t);
+        r.finished = t;
+        this.finishedCount += 1;
+        this.recordFinished(r);
+        break;
+      default:
+        break;
+    }
+  }
+
+  onStep(e) {
+    const s = {
+      index: e.index, start: e.start_us, dur: e.dur_us, mdur: e.model_dur_us, seqs: e.num_seqs,
+      prefill: e.prefill_tokens, decode: e.decode_tokens, budget: e.token_budget,
+      ids: e.request_ids, toks: e.num_tokens, cached: e.cached_blocks ?? null,
+      offset: 0, // whole-model µs minus event µs at this step's start (filled below)
+      stretch: false, // true when the event clock gives this step only dur_us (one layer)
+    };
+    const prev = this.steps[this.steps.length - 1];
+    if (prev) {
+      prev.next = s.start - prev.start; // event µs to the next step
+      prev.stretch = s.start - prev.start < prev.mdur * 0.999 && prev.mdur > prev.dur;
+      s.stretch = prev.stretch; // until the next step says otherwise
+      s.offset = prev.offset + (prev.stretch ? prev.mdur - prev.dur : 0);
+    }
+    this.steps.push(s);
+    if (s.cached) {
+      this.kv.cachedT.push(s.start);
+      this.kv.cached.push(s.cached);
+      if (this.kv.cachedT.length > MAX_POINTS) for (const a of [this.kv.cachedT, this.kv.cached]) a.splice(0, a.length - MAX_POINTS);
+    }
+    const end = stepEnd(s);
+    for (let i = 0; i < s.ids.length; i++) {
+      const r = this.requests.get(s.ids[i]);
+      if (!r) continue;
+      const wasComputing = r.computed < r.target;
+      r.computed += s.toks[i];
+      if (!wasComputing && r.state === "decode") r.tokens.push({ step: s }); // a decode token this step
+      if (r.state === "prefill" || r.state === "recompute") {
+        (r.chunks || (r.chunks = [])).push({ step: s, n: s.toks[i], state: r.state });
+        if (r.state === "recompute" && r.computed >= r.target) {
+          r.tokens.push({ step: s }); // the step that recomputes the last token samples the next one
+          r.open("decode", end);
+        }
+      }
+    }
+  }
+
+  // Timeline µs -> whole-model µs (see the header).
+  toModelUs(t) {
+    const st = this.steps;
+    if (!st.length) return t;
+    let lo = 0;
+    let hi = st.length - 1;
+    if (t < st[0].start) return t;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (st[mid].start <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    const s = st[lo];
+    if (!s.stretch) return t + s.offset;
+    const inStep = Math.min(t - s.start, s.dur);
+    return s.start + s.offset + inStep * (s.mdur / s.dur) + Math.max(0, t - s.start - s.dur);
+  }
+
+  // Whole-model µs at which a token reached the client: its event's time, or the end of its step.
+  tokenUs(tok) {
+    return tok.step ? this.toModelUs(tok.step.start) + tok.step.mdur : this.toModelUs(tok.t);
+  }
+
+  modelMs(t0, t1) {
+    return (this.toModelUs(t1) - this.toModelUs(t0)) / 1e3;
+  }
+
+  recordFinished(r) {
+    const ttft = r.firstToken !== null ? this.modelMs(r.arrive, r.firstToken) : NaN;
+    const e2el = this.modelMs(r.arrive, r.finished);
+    r.ttftMs = ttft;
+    r.e2elMs = e2el;
+    // vLLM: TPOT = (e2el - ttft) / (output_len - 1), excluding the first token; ITL = every gap between tokens
+    r.tpotMs = r.output_len > 1 ? (e2el - ttft) / (r.output_len - 1) : NaN;
+    if (Number.isFinite(r.tpotMs)) this.lat.tpot.push(r.tpotMs);
+    this.lat.e2el.push(e2el);
+    for (let i = 1; i < r.tokens.length; i++) this.lat.itl.push((this.tokenUs(r.tokens[i]) - this.tokenUs(r.tokens[i - 1])) / 1e3);
+  }
+
+  // The step running at timeline time t (its start <= t), or null.
+  stepAt(t) {
+    const st = this.steps;
+    if (!st.length || t < st[0].start) return null;
+    let lo = 0;
+    let hi = st.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (st[mid].start <= t) lo = mid;
+      else hi = mid - 1;
+    }
+    return st[lo];
+  }
+
+  // Distribution figures of one latency list: n, p50, p99, mean (whole-model ms).
+  stats(name) {
+    const v = [...this.lat[name]].sort((a, b) => a - b);
+    const mean = v.length ? v.reduce((a, b) => a + b, 0) / v.length : NaN;
+    return { n: v.length, p50: percentile(v, 0.5), p99: percentile(v, 0.99), mean, sorted: v };
+  }
+
+  // Lane segments of request r up to timeline time `now` (the open one included).
+  lanes(r, now) {
+    const out = r.segments.filter((s) => s.state !== "prefill" && s.state !== "recompute");
+    if (r.chunks) for (const c of r.chunks) out.push({ state: c.state, t0: c.step.start, t1: stepEnd(c.step), n: c.n });
+    if (r.state !== "done" && r.state !== "prefill" && r.state !== "recompute") out.push({ state: r.state, t0: r.since, t1: Math.max(now, r.since) });
+    return out;
+  }
+}
+
+export { STATES };

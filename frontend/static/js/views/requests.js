@@ -1,0 +1,139 @@
+// Request lanes (a Gantt chart, one row per request in arrival order): waiting, prefill chunks (one bar per
+// step that computed some of its prompt), decode, preempted and recomputed, finished. The requests of the step
+// running now are outlined. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
+
+import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
+import { stepEnd } from "../serving.js";
+import { bindZoom } from "./cursor.js";
+
+const LABEL = {
+  waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
+  recompute: "recompute chunk",
+};
+const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v >= 100 ? 0 : 2)} ms` : "–");
+
+export class RequestsView {
+  constructor(el, store, serving, info) {
+    this.el = el;
+    this.store = store;
+    this.serving = serving;
+    this.info = info;
+    this.id = "requests";
+    this.title = "request lanes";
+    this.drawn = "";
+  }
+
+  hover(r) {
+    const sv = this.serving;
+    const ttft = r.firstToken !== null ? sv.modelMs(r.arrive, r.firstToken) : NaN;
+    const gen = Math.max(0, r.tokens.length);
+    const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? ((sv.tokenUs(r.tokens[gen - 1]) - sv.toModelUs(r.arrive)) / 1e3 - ttft) / (gen - 1) : NaN;
+    return (
+      `<b>request ${r.id}</b><br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
+      `<br>TTFT ${ms(ttft)} · TPOT ${ms(tpot)}${r.finished === null ? " so far" : ""}` +
+      (r.preemptions ? `<br>preempted ${r.preemptions}×` : "") +
+      (r.finished !== null ? `<br>end-to-end ${ms(r.e2elMs)}` : "") +
+      "<br><i>whole model, simulated at full size</i>"
+    );
+  }
+
+  traces() {
+    const s = this.store;
+    const sv = this.serving;
+    const now = s.t;
+    const rows = sv.order.length;
+    const h = Math.max(this.el.clientHeight - 40, 60);
+    const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
+    const ax = s.axis;
+    const [x0, x1] = ax.shown();
+    const minW = ((x1 - x0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // a bar is at least 1.5 px wide
+    const by = {};
+    for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [], text: [] };
+    const done = { x: [], y: [], text: [] };
+    sv.order.forEach((id, row) => {
+      const r = sv.requests.get(id);
+      const text = this.hover(r);
+      for (const seg of sv.lanes(r, now)) {
+        const t = by[seg.state];
+        if (!t) continue;
+        const chunk = seg.state === "prefill" || seg.state === "recompute";
+        const a = ax.toX(seg.t0);
+        const b = ax.toX(seg.t1);
+        const gap = chunk ? (b - a) * 0.12 : 0; // consecutive chunks stay apart
+        const tx = chunk ? `${text}<br>${LABEL[seg.state]}: ${seg.n} tokens this step` : `${text}<br>${LABEL[seg.state]}`;
+        t.x.push(a, Math.max(b - gap, a + minW), null);
+        t.y.push(row, row, null);
+        t.text.push(tx, tx, null);
+      }
+      if (r.finished !== null) {
+        done.x.push(ax.toX(r.finished));
+        done.y.push(row);
+        done.text.push(`${text}<br>finished`);
+      }
+    });
+    const out = [];
+    const cur = sv.stepAt(now);
+    if (cur && now <= stepEnd(cur) * 1.000001) {
+      const hl = { x: [], y: [] };
+      for (const id of cur.ids) {
+        const row = sv.order.indexOf(id);
+        if (row < 0) continue;
+        const a = ax.toX(cur.start);
+        hl.x.push(a, Math.max(ax.toX(stepEnd(cur)), a + minW), null);
+        hl.y.push(row, row, null);
+      }
+      out.push({
+        type: "scatter", mode: "lines", name: "current step", meta: "current-step", x: hl.x, y: hl.y,
+        line: { color: THEME.bright, width: width + 5 }, opacity: 0.5, hoverinfo: "skip", connectgaps: false,
+      });
+    }
+    for (const [state, t] of Object.entries(by)) {
+      out.push({
+        type: "scatter", mode: "lines", name: state, meta: state, x: t.x, y: t.y, text: t.text,
+        line: { color: REQUEST_STATE[state], width }, hovertemplate: "%{text}<extra></extra>", connectgaps: false,
+      });
+    }
+    out.push({
+      type: "scatter", mode: "markers", name: "finished", meta: "finished", x: done.x, y: done.y, text: done.text,
+      marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
+      hovertemplate: "%{text}<extra></extra>",
+    });
+    return out;
+  }
+
+  render(force = false) {
+    const stamp = this.store.stamp(["requests", "clock", "axis", "theme"]);
+    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
+    this.drawn = stamp;
+    this.el.dataset.axisDrawn = "1";
+    const s = this.store;
+    const sv = this.serving;
+    const rows = Math.max(sv.order.length, 1);
+    const layout = plotLayout({
+      uirevision: "requests",
+      margin: { l: 56, r: 10, t: 8, b: 40 },
+      xaxis: s.axis.xaxis(),
+      yaxis: { range: [rows - 0.5, -0.5], title: { text: "request" }, gridcolor: "rgba(0,0,0,0)", zeroline: false, dtick: rows > 40 ? Math.ceil(rows / 8) : rows > 10 ? 5 : 1 },
+      shapes: s.axis.breaks().shapes,
+      hovermode: "closest",
+    });
+    Plotly.react(this.el, this.traces(), layout, PLOT_CONFIG);
+    bindZoom(this.el, s);
+    const running = sv.order.filter((id) => ["prefill", "decode", "recompute"].includes(sv.requests.get(id).state)).length;
+    const waiting = sv.order.filter((id) => ["waiting", "preempted"].includes(sv.requests.get(id).state)).length;
+    this.info.textContent = `${sv.order.length} requests · ${running} running · ${waiting} waiting · ${sv.finishedCount} finished · ${sv.preemptions} preemptions`;
+    return true;
+  }
+}
+
+export function fillRequestLegend(el) {
+  for (const [state, help] of Object.entries(LABEL)) {
+    const span = document.createElement("span");
+    span.className = "key";
+    span.title = help;
+    const sw = document.createElement("i");
+    sw.style.background = REQUEST_STATE[state];
+    span.append(sw, document.createTextNode(state));
+    el.append(span);
+  }
+}

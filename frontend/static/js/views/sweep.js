@@ -1,0 +1,161 @@
+// A sweep in the browser: output throughput per GPU against median TPOT, one point per configuration, the Pareto
+// front (no other point is both faster per token and higher in throughput) marked and joined. From a file
+// (`layerscope sweep ... --json`) or a small grid run by the server (POST /api/sweep). Clicking a point loads
+// that configuration as the current run.
+
+import { PLOT_CONFIG, THEME, plotLayout } from "../colors.js";
+import { esc } from "../format.js";
+
+const ALL = "#7aa2f7";
+const FRONT = "#ff9e64";
+
+// "deployment.tp=4,8; workload.max_concurrency=1,16" -> {"deployment.tp": [4, 8], ...} (values read as numbers,
+// booleans or strings); throws naming the bad part.
+export function parseGrid(text) {
+  const grid = {};
+  for (const part of text.split(/[;\n]/).map((p) => p.trim()).filter(Boolean)) {
+    const [key, values] = part.split("=");
+    if (!key || values === undefined || !values.trim()) throw new Error(`grid: '${part}' is not field=v1,v2`);
+    grid[key.trim()] = values.split(",").map((v) => v.trim()).filter(Boolean).map(scalar);
+  }
+  if (!Object.keys(grid).length) throw new Error("grid: give at least one field=v1,v2");
+  return grid;
+}
+
+function scalar(v) {
+  if (v === "true" || v === "false") return v === "true";
+  const n = Number(v);
+  return v !== "" && Number.isFinite(n) ? n : v;
+}
+
+export function setLabel(set) {
+  return Object.entries(set || {}).map(([k, v]) => `${k.split(".").pop()}=${v}`).join(" ");
+}
+
+export class SweepView {
+  constructor(root, store, commands) {
+    this.root = root;
+    this.plot = root.querySelector("#sweep-plot");
+    this.info = root.querySelector("#sweep-info");
+    this.error = root.querySelector("#sweep-error");
+    this.gridInput = root.querySelector("#sweep-grid");
+    this.store = store;
+    this.cmd = commands; // {load(scenario, set), scenario()}
+    this.data = null;
+    root.querySelector("#sweep-file").addEventListener("change", (ev) => this.fromFile(ev.target));
+    root.querySelector("#sweep-form").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      this.runGrid();
+    });
+  }
+
+  async fromFile(input) {
+    const file = input.files && input.files[0];
+    input.value = "";
+    if (!file) return;
+    try {
+      this.show(JSON.parse(await file.text()), file.name);
+    } catch (e) {
+      this.fail(`${file.name}: ${e.message}`);
+    }
+  }
+
+  async runGrid() {
+    let grid;
+    try {
+      grid = parseGrid(this.gridInput.value);
+    } catch (e) {
+      this.fail(e.message);
+      return;
+    }
+    this.fail("");
+    this.info.textContent = "running the grid on the server (timing only)…";
+    const base = this.cmd.currentSet(); // the run on screen's overrides: every point keeps them
+    try {
+      const r = await fetch("/api/sweep", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ scenario: this.cmd.scenario(), set: base, grid }),
+      });
+      const body = await r.json().catch(() => ({}));
+      if (!r.ok) {
+        this.info.textContent = "";
+        this.fail(errorText(body, r.status));
+        return;
+      }
+      this.show(body, "the server", base);
+    } catch (e) {
+      this.info.textContent = "";
+      this.fail(`sweep: ${e.message}`);
+    }
+  }
+
+  fail(text) {
+    this.error.textContent = text;
+    this.error.classList.toggle("hidden", !text);
+  }
+
+  // base: the overrides the grid ran on (a server grid: the run on screen's; a file: none recorded)
+  show(data, source, base = {}) {
+    if (!data || !Array.isArray(data.points)) throw new Error("not a `layerscope sweep --json` result (no points)");
+    const ok = (p) => typeof p.output_throughput_per_gpu === "number" && typeof p.median_tpot_ms === "number";
+    for (const p of data.points) {
+      if (!ok(p) && !p.error) throw new Error("each point needs output_throughput_per_gpu and median_tpot_ms, or an error");
+    }
+    const refused = data.points.filter((p) => !ok(p));
+    // points the scenario refused (e.g. weights that do not fit) are listed with the server's reason
+    this.fail(refused.map((p) => `${setLabel(p.set)}: ${p.error}`).join(" · "));
+    this.data = data;
+    this.base = base;
+    this.root.dataset.empty = "false";
+    const pts = data.points.filter(ok);
+    const front = pts.filter((p) => p.pareto).sort((a, b) => a.median_tpot_ms - b.median_tpot_ms);
+    const hover = (p) =>
+      `<b>${esc(setLabel(p.set))}</b><br>median TPOT %{x:.2f} ms · %{y:.0f} tok/s per GPU` +
+      (p.summary && p.summary.median_ttft_ms !== undefined ? `<br>median TTFT ${(+p.summary.median_ttft_ms).toFixed(1)} ms` : "") +
+      `${p.pareto ? "<br>on the Pareto front" : ""}<br><i>click: load this configuration</i><extra>simulated</extra>`;
+    const traces = [
+      {
+        type: "scatter", mode: "markers", name: "configurations", meta: "points", x: pts.map((p) => p.median_tpot_ms), y: pts.map((p) => p.output_throughput_per_gpu),
+        customdata: pts.map((p) => data.points.indexOf(p)), hovertemplate: pts.map(hover),
+        marker: { color: pts.map((p) => (p.pareto ? FRONT : ALL)), size: pts.map((p) => (p.pareto ? 11 : 8)), line: { color: THEME.paper, width: 1 } },
+      },
+      {
+        type: "scatter", mode: "lines", name: "Pareto front", meta: "front", x: front.map((p) => p.median_tpot_ms), y: front.map((p) => p.output_throughput_per_gpu),
+        line: { color: FRONT, width: 1.5, shape: "hv", dash: "dot" }, hoverinfo: "skip",
+      },
+    ];
+    const layout = plotLayout({
+      margin: { l: 60, r: 10, t: 10, b: 36 },
+      xaxis: { title: { text: "median TPOT (ms, whole model)", standoff: 2 }, gridcolor: THEME.grid, rangemode: "tozero" },
+      yaxis: { title: { text: "output tok/s per GPU" }, gridcolor: THEME.grid, rangemode: "tozero" },
+      hovermode: "closest",
+    });
+    Plotly.react(this.plot, traces, layout, PLOT_CONFIG);
+    if (!this.clickBound) {
+      this.clickBound = true;
+      this.plot.on("plotly_click", (ev) => {
+        const pt = ev.points && ev.points.find((p) => p.data.meta === "points");
+        if (pt) this.choose(pt.customdata);
+      });
+    }
+    const fields = Object.keys(data.grid || {}).join(", ");
+    this.info.textContent = `${pts.length} configurations of ${data.scenario || "?"} over ${fields || "?"} · ${front.length} on the Pareto front` +
+      `${refused.length ? ` · ${refused.length} refused` : ""} · from ${source}`;
+  }
+
+  choose(i) {
+    const p = this.data.points[i];
+    const name = typeof this.data.scenario === "string" && this.data.scenario ? this.data.scenario : this.cmd.scenario();
+    this.info.textContent = `loading ${setLabel(p.set)} of ${name}…`;
+    this.cmd.load(name, { ...this.base, ...p.set });
+  }
+}
+
+// A FastAPI error body as one line: "grid: at most 16 points (got 24)" or "body.grid.deployment.tp: ...".
+export function errorText(body, status) {
+  const d = body && body.detail;
+  if (typeof d === "string") return d;
+  if (Array.isArray(d) && d.length) return d.map((x) => `${(x.loc || []).filter((l) => l !== "body").join(".")}: ${x.msg}`).join("; ");
+  return `the server answered ${status}`;
+}
