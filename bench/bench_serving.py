@@ -42,7 +42,7 @@ def main() -> None:
     args = p.parse_args()
     simulate(SERVING.with_overrides({"workload.num_requests": 20}))  # imports, caches warm-up
     wall, cpu, events, summary = timed(SERVING, args.runs)
-    single_wall, _, single_events, _ = timed(SINGLE, args.runs)
+    single_wall, single_cpu, single_events, _ = timed(SINGLE, args.runs)
     print(json.dumps({
         "bench": "serving",
         "scenario": "qwen3-235b-a22b vllm h200, 500 requests ~500 in / ~500 out (range_ratio 1), max_concurrency 100",
@@ -53,6 +53,7 @@ def main() -> None:
         "serving_steps": summary["num_steps"],
         "serving_completed": summary["completed"],
         "single_131k_wall_s_median": round(single_wall, 3),
+        "single_131k_cpu_s_median": round(single_cpu, 3),
         "single_131k_events": single_events,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),

@@ -34,8 +34,6 @@ from layerscope.events import (
     MemoryEvent,
     NumericsEvent,
     PageAllocEvent,
-    PageEvictEvent,
-    PageFreeEvent,
     PageMigrateEvent,
     PhaseEvent,
     SummaryEvent,
@@ -44,14 +42,20 @@ from layerscope.events import (
 from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
+from layerscope.runtime import actions
+from layerscope.runtime.actions import PoolActions
 from layerscope.runtime.blas import single_threaded_blas
-from layerscope.runtime.chunks import GIB, ChunkDecision, ChunkScheduler, path_bw_scale
+from layerscope.runtime.chunks import ChunkDecision, ChunkScheduler, path_bw_scale
 from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, scenario_placement
 from layerscope.runtime.faults import FaultPlan, FaultState, stale_pages
+from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
-from layerscope.runtime.kv.manager import FOREIGN, NEVER_WRITTEN, SEQ, KVManager
+from layerscope.runtime.kv.eviction import HOST_LINK_BW, Eviction, Page
+from layerscope.runtime.kv.hint import PageHint
+from layerscope.runtime.kv.manager import FOREIGN, SEQ, KVManager
 from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
+from layerscope.runtime.partial_eviction import PartialEviction
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.shadow import NumericShadow, ShadowResult
 from layerscope.runtime.sharded import deployed, step_extras
@@ -60,8 +64,6 @@ from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.validation import crc_pass
 from layerscope.scenario import ActionSpec, ScenarioSpec
 
-# Host link for re-fetching evicted pages: PCIe Gen5 x16 moves ~50 GB/s in practice (64 GB/s raw).
-HOST_LINK_BW = 50e9
 # A stale address-map entry: the kernel finds the wrong chunk epoch on the page, re-walks the page table and
 # re-reads the page, serialized (assumed one HBM round trip plus a page-table walk, ~1 us).
 STALE_RETRY_US = 1.0
@@ -77,7 +79,9 @@ class SimResult:
 
 
 def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
-    with single_threaded_blas():  # every matmul here is small (scaled layer, router): threads cost more than they save
+    # every matmul here is small (scaled layer, router): threads cost more than they save; the run's events are
+    # long-lived and cycle-free, so the cyclic collector's passes only cost time
+    with single_threaded_blas(), paused_gc():
         result = _run(spec, progress)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
@@ -161,12 +165,16 @@ class _Engine:
         self.t = 0.0
         self.stale: dict[int, int] = {}  # decode address map corruption: logical -> logical whose slot it reads
         self._chunk_pages: list[range] = []  # full-size logical pages each prefill chunk wrote
-        self._in_flight: set[int] = set()  # pages of the chunk between its KV write and its barrier
-        self._lost: list[tuple[int, int, int]] = []  # (logical, bank, slot) evicted while in flight
-        self.hint_pending = False
         self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
         self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
         self.timing = Timing(self.cost_model, self._emit)
+        # the parts this loop joins (each emits its own events and hands back plain data)
+        path = path_bw_scale(spec.memory_path_contention)  # host-path contention slows the re-fetch link
+        self.eviction = Eviction(self.kv, self.timing, self._emit, HOST_LINK_BW * path / self.gpu.hbm_bw,
+                                 self.model.num_hidden_layers)
+        self.partial = PartialEviction(self.kv, self._emit)
+        self.pool_actions = PoolActions(self.kv, self._emit)
+        self.hint = PageHint(self.kv, spec.prompt_len, spec.decode_steps, self.page_size)
         self._embedding_hit_rate = embedding_hit_rate(self.model, self.gpu.l2_bytes)
         self._version = 0  # bumps whenever a block table changes
         self._work_total = max(1, -(-spec.prompt_len // max(16, spec.low_mem_chunk_size)) + spec.decode_steps)
@@ -211,25 +219,16 @@ class _Engine:
             self._reserve_hint()
         self._snapshot(activation=0.0, banks=True)
 
-    def _hint_size(self) -> int:
-        """Pages decode will append: the run decode_page_hint reserves."""
-        prompt_pages = -(-self.spec.prompt_len // self.page_size)
-        return -(-(self.spec.prompt_len + self.spec.decode_steps) // self.page_size) - prompt_pages
-
     def _reserve_hint(self) -> None:
-        prompt_pages = -(-self.spec.prompt_len // self.page_size)
-        n = self._hint_size()
-        if n < 1:
-            return
-        got = self.kv.allocator.reserve_hint(SEQ, n, prompt_pages)
-        if got is None:
-            self.hint_pending = True
+        hint = self.hint.reserve()
+        if hint is None:
+            n = self.hint.size
             self._alloc_fail(SEQ, n, True, f"no run of {n} adjacent free pages in one bank for decode_page_hint")
             return
-        self.hint_pending = False
-        hint = self.kv.allocator.hints[SEQ]
-        self.stats.hint_pages = n
-        self._emit(PageAllocEvent(t_us=self.t, owner="hint", phase="prefill", logical=list(range(n)),
+        if not hint:
+            return
+        self.stats.hint_pages = len(hint)
+        self._emit(PageAllocEvent(t_us=self.t, owner="hint", phase="prefill", logical=list(range(len(hint))),
                                   banks=[b for b, _ in hint], slots=[s for _, s in hint]))
 
     # == prefill ==================================================================================
@@ -281,7 +280,7 @@ class _Engine:
         self._experts("prefill", d.num_tokens, chunk=c, at=t_start, counts=r.expert_counts if r else None)
         if r is not None:
             self._numerics(r, "prefill", chunk=c)
-        self._in_flight = set(logical)  # KV written, barrier not yet passed: pressure strikes here
+        self.partial.in_flight(logical)  # KV written, barrier not yet passed: pressure strikes here
         self._actions(chunk=c, pressure=True)
         self._barrier(c)
         for state in self.faults.states:
@@ -289,30 +288,17 @@ class _Engine:
                 self._inject(state, chunk=c, chunk_pages=list(logical))
 
     def _barrier(self, c: int) -> None:
-        """The chunk's barrier publishes its address remap: the (bank, slot) of every page it wrote, as taken
-        when the chunk was launched.
-
-        Partial eviction. Evicting a page is three steps: copy it to host memory, give its slot back to the pool,
-        invalidate its map entry. Under pressure the first two happen at once (the other tenant is waiting and
-        writes the slot right away), but a page of a chunk still in flight has its entry re-written by that
-        chunk's barrier from the older copy: a lost update. The page is half evicted, in host memory while the
-        map still sends decode to a slot that now holds the tenant's data. Pages of finished chunks, whose
-        entries were published earlier, are evicted cleanly (entry invalidated, re-fetched when needed).
-        """
-        lost, self._lost, self._in_flight = self._lost, [], set()
+        """The chunk's barrier publishes its address remap; pages evicted while it was in flight are partially
+        evicted (runtime/partial_eviction.py)."""
+        lost = self.partial.barrier()
         if not lost:
             return
-        for p, b, s in lost:
-            self.kv.allocator.republish(SEQ, p, b, s)
         self._version += 1
         self.stats.partial_evictions += len(lost)
-        banks = sorted({b for _, b, _ in lost})
         if self.shadow is not None:  # the tenant's writes land on the scaled pages of the same logical pages
             written = [p for p, b, s in lost if self.kv.content[b, s] == FOREIGN]
             self.shadow.overwrite_pages(self._scaled_pages(written))
-        self._emit(FaultEvent(t_us=self.t, fault="partial_eviction", action="injected", banks=banks, chunk=c,
-                              detail=f"pages {[p for p, _, _ in lost]} evicted while chunk {c} was in flight: "
-                                     "their slots went to the other tenant, its barrier re-published the old map"))
+        self.partial.injected(lost, c, self.t)
 
     def _scaled_pages(self, pages: list[int]) -> list[int]:
         """The scaled run's pages holding the same tokens as these full-size prefill pages."""
@@ -426,7 +412,7 @@ class _Engine:
         grant = alloc.allocate(SEQ, n, phase)  # type: ignore[arg-type]
         if grant is None:
             self._alloc_fail(SEQ, n, False, "the pool has no free page: evicting the oldest pages")
-            self._evict(n - self.kv.pool.num_free, reason_step=step)
+            self._evict(n - self.kv.pool.num_free)
             grant = alloc.allocate(SEQ, n, phase)  # type: ignore[arg-type]
             if grant is None and n > self.kv.pool.num_pages:
                 raise ValueError(f"the KV pool ({self.kv.pool.num_pages} pages) cannot hold {n} more pages "
@@ -464,44 +450,20 @@ class _Engine:
                                     from_slot=m.from_slot, to_bank=m.to_bank, to_slot=m.to_slot,
                                     bytes=2 * self.kv.page_bytes, dur_us=c.time_us, reason=m.reason))
 
-    def _evict(self, n: int, reason_step: int | None = None) -> list[tuple[int, int, int]]:
-        out = self.kv.allocator.evict(SEQ, n)
+    def _evict(self, n: int) -> list[Page]:
+        out = self.eviction.evict(n, self.t)
         if out:
-            for p, b, s in out:
-                self.kv.content[b, s] = NEVER_WRITTEN
-                if p in self._in_flight:
-                    self._lost.append((p, b, s))
+            self.partial.evicted(out)
             self._version += 1
             self.stats.evictions += len(out)
-            self._emit(PageEvictEvent(t_us=self.t, owner=SEQ, logical=[p for p, _, _ in out],
-                                      banks=[b for _, b, _ in out], slots=[s for _, _, s in out],
-                                      bytes=len(out) * self.kv.page_bytes))
         return out
 
     def _refetch(self, step: int | None) -> tuple[int, float]:
-        """Evicted pages this step must read come over the host link; restored when the pool has room."""
-        evicted = self.kv.allocator.evicted(SEQ)
-        if not evicted:
-            return 0, 0.0
-        k = Kernel("kv_page_refetch", "kv_refetch", "memory", 0.0, len(evicted) * self.kv.page_bytes, stream=COPY,
-                   shapes=f"{len(evicted)} evicted pages x {self.model.num_hidden_layers} layers from host memory",
-                   scope="model")
-        path = path_bw_scale(self.spec.memory_path_contention)
-        c = self._cost(k, CostEnv(hbm_bw_scale=HOST_LINK_BW * path / self.gpu.hbm_bw))
-        start = self.timing.copy(c, self.t, "decode", step)
-        restored: list[tuple[int, int, int]] = []
-        for p in evicted:
-            where = self.kv.allocator.restore(SEQ, p)
-            if where is None:
-                break
-            self.kv.content[where] = p
-            restored.append((p, *where))
-        if restored:
+        r = self.eviction.refetch(self.t, step)
+        if r.restored:
             self._version += 1
-            self._emit(PageAllocEvent(t_us=start, owner=SEQ, phase="decode", logical=[p for p, _, _ in restored],
-                                      banks=[b for _, b, _ in restored], slots=[s for _, _, s in restored]))
-        self.stats.refetched_pages += len(evicted)
-        return len(evicted), c.time_us
+        self.stats.refetched_pages += r.pages
+        return r.pages, r.time_us
 
     def decode_map(self) -> list[tuple[int, int]]:
         """The address map decode reads through: the block table, with stale entries if that fault struck."""
@@ -522,14 +484,9 @@ class _Engine:
 
     # == actions ==================================================================================
     def _actions(self, chunk: int | None = None, step: int | None = None, pressure: bool | None = None) -> None:
-        """Actions due now. At a chunk, `pressure` actions strike while the chunk is in flight (after its KV
-        write, before its barrier: pressure=True); the others at its start (pressure=False)."""
-        for a in self.spec.actions:
-            if (chunk is not None and a.at_chunk == chunk and a.at_step is None
-                    and (pressure is None or (a.do == "pressure") == pressure)) or (
-                step is not None and a.at_step == step
-            ):
-                self._action(a, step)
+        """Actions due now (runtime/actions.py)."""
+        for a in actions.due(self.spec.actions, chunk, step, pressure):
+            self._action(a, step)
 
     def _action(self, a: ActionSpec, step: int | None) -> None:
         if a.do == "compact":
@@ -537,58 +494,28 @@ class _Engine:
         elif a.do == "pressure":
             self._pressure(a.amount_gib, step)
         elif a.do == "release":
-            self._release(a.amount_gib)
+            self.pool_actions.release(a.amount_gib, self.t)
+            self._snapshot(activation=0.0, banks=True)
         else:
             self._validate(in_decode=step is not None)
 
     def _compact(self) -> None:
-        """Compact the bank with the most free pages; when a hint reservation is waiting for a run, make room
-        for it there by moving pages out to other banks first."""
-        pool, alloc = self.kv.pool, self.kv.allocator
+        """Compact the bank with the most free pages; a waiting hint reservation gets its room there first."""
         self.stats.compactions += 1
-        order = sorted(range(pool.banks), key=lambda b: (-int(pool.num_free_per_bank[b]), b))
-        need = min(self._hint_size(), pool.pages_per_bank) if self.hint_pending else 0
-        for m in alloc.compact(order[0], need):
+        for m in self.pool_actions.compact(self.hint.room()):
             self._emit_migration(m)
         self._version += 1
         self.t = max(self.t, self.timing.stream_free(COPY))
-        if self.hint_pending:
+        if self.hint.pending:
             self._reserve_hint()
         self._snapshot(activation=0.0, banks=True)
 
     def _pressure(self, gib: float, step: int | None) -> None:
         """Another tenant takes `gib` of HBM: free pages first, then the sequence's oldest pages are evicted."""
-        pool = self.kv.pool
-        want = int(-(-gib * GIB // self.kv.page_bytes))
-        short = max(0, want - pool.num_free)
+        short = self.pool_actions.shortfall(gib)
         if short:
-            self._evict(short, reason_step=step)
-        taken_b, taken_s = [], []
-        for _ in range(min(want, pool.num_free)):
-            where = pool.first_free_any()
-            assert where is not None, "free count and free slots disagree"
-            pool.take("pressure", where[0], where[1], len(taken_b))
-            taken_b.append(where[0])
-            taken_s.append(where[1])
-        self.kv.foreign(taken_b, taken_s)
-        self._emit(PageAllocEvent(t_us=self.t, owner="pressure", phase="decode" if step is not None else "prefill",
-                                  logical=list(range(len(taken_b))), banks=taken_b, slots=taken_s))
-        self._snapshot(activation=0.0, banks=True)
-
-    def _release(self, gib: float) -> None:
-        pool = self.kv.pool
-        want = int(-(-gib * GIB // self.kv.page_bytes))
-        freed_b: list[int] = []
-        freed_s: list[int] = []
-        for owner in ("pressure", "tenant"):
-            oid = pool.owner_id(owner)
-            for b, s in zip(*np.nonzero(pool.owner == oid), strict=True):
-                if len(freed_b) == want:
-                    break
-                pool.release(int(b), int(s))
-                freed_b.append(int(b))
-                freed_s.append(int(s))
-        self._emit(PageFreeEvent(t_us=self.t, owner="pressure", banks=freed_b, slots=freed_s))
+            self._evict(short)
+        self.pool_actions.pressure(gib, self.t, in_decode=step is not None)
         self._snapshot(activation=0.0, banks=True)
 
     # == validation ===============================================================================
@@ -610,27 +537,20 @@ class _Engine:
         self._repair(None if rebuilt else bad, in_decode)
 
     def _repair(self, bad: list[int] | None, in_decode: bool) -> None:
-        """Entries in failing banks (every entry after a full rebuild: bad=None) whose slot the pool records as
-        another owner's (or another page's) are partially evicted pages: invalidate them, so they are
-        re-fetched from host memory (now, or in this decode step's re-fetch)."""
-        damaged = self.kv.allocator.damaged(SEQ, bad) if bad is None or bad else []
+        """Partially evicted pages the pass found (every entry after a full rebuild: bad=None) are invalidated,
+        so they are re-fetched from host memory (now, or in this decode step's re-fetch)."""
+        damaged = self.partial.damaged(bad)
         if not damaged:
             return
-        table = self.kv.allocator.table(SEQ)
-        banks = sorted({table[p][0] for p in damaged})
-        self._emit(FaultEvent(t_us=self.t, fault="partial_eviction", action="detected", banks=banks,
-                              detail=f"CRC32 mismatch in banks {banks}: map entries of pages {damaged} point at "
-                                     "slots the pool gave to another tenant"))
-        self.kv.allocator.invalidate(SEQ, damaged)
+        banks = self.partial.detected(damaged, self.t)
+        self.partial.repair(damaged)
         self._version += 1
         self.stats.repaired_pages += len(damaged)
         if self.shadow is not None:
             self.shadow.restore_pages(self._scaled_pages(damaged))
         if not in_decode:
             self._refetch(None)
-        self._emit(FaultEvent(t_us=self.t, fault="partial_eviction", action="recovered", banks=banks,
-                              detail=f"entries of pages {damaged} invalidated; the pages are re-fetched from host "
-                                     "memory into free slots"))
+        self.partial.recovered(damaged, banks, self.t)
 
     # == faults ===================================================================================
     def _inject(self, state: FaultState, chunk: int | None = None, step: int | None = None,

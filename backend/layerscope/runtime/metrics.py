@@ -27,31 +27,35 @@ class _Req:
     arrive_us: float
     input_len: int
     output_len: int
-    computed: int = 0
     token_us: list[float] = field(default_factory=list)
     finished_us: float | None = None
 
 
 def serving_metrics(events: Iterable[Any]) -> dict[str, float | int]:
     reqs: dict[int, _Req] = {}
+    due: dict[int, int] = {}  # computed tokens at which a request samples its next token: input + tokens so far
+    computed: dict[int, int] = {}
     preemptions = 0
     for e in events:
         kind = e.kind
-        if kind == "request":
-            if e.what == "arrive":
-                reqs[e.request_id] = _Req(e.t_us, e.input_len, e.output_len)
-            elif e.what in ("scheduled", "preempted"):  # prefix-cache hits on admission; 0 after a preemption
-                reqs[e.request_id].computed = e.num_computed_tokens
-                preemptions += e.what == "preempted"
-            elif e.what == "finished":
-                reqs[e.request_id].finished_us = e.t_us
-        elif kind == "step":
+        if kind == "step":  # the hot loop: a run's request-steps
             end = e.start_us + e.model_dur_us
             for rid, n in zip(e.request_ids, e.num_tokens, strict=True):
-                r = reqs[rid]
-                r.computed += n
-                if r.computed == r.input_len + len(r.token_us):
-                    r.token_us.append(end)
+                c = computed[rid] = computed[rid] + n
+                if c == due[rid]:
+                    reqs[rid].token_us.append(end)
+                    due[rid] = c + 1
+        elif kind == "request":
+            rid = e.request_id
+            if e.what == "arrive":
+                reqs[rid] = _Req(e.t_us, e.input_len, e.output_len)
+                due[rid] = e.input_len
+                computed[rid] = 0
+            elif e.what in ("scheduled", "preempted"):  # prefix-cache hits on admission; 0 after a preemption
+                computed[rid] = e.num_computed_tokens
+                preemptions += e.what == "preempted"
+            elif e.what == "finished":
+                reqs[rid].finished_us = e.t_us
     done = [r for r in reqs.values() if r.finished_us is not None]
     ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
     e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]

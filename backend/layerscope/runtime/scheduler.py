@@ -11,6 +11,11 @@
 
 ArticleScheduler keeps the article's chunk scheduler: decodes unbudgeted, then one prefill chunk of the
 oldest request still in prefill, of chunk_size (low_mem_chunk_size below the free-HBM threshold).
+
+A step's output keeps its commonest entry apart: a running decode whose token fits its last block (no
+allocation; most of a serving run's request-steps) is a request and its context in two parallel lists, not a
+ScheduledSeq, so a step of a hundred decodes builds no per-request objects. The step's order is: those
+decodes (running order), then the sequences that allocated (decodes needing a block, prefill chunks, admitted).
 """
 
 from __future__ import annotations
@@ -35,15 +40,36 @@ class ScheduledSeq:
 
 @dataclass
 class SchedulerOutput:
-    seqs: list[ScheduledSeq] = field(default_factory=list)
+    decodes: list[Request] = field(default_factory=list)  # one token each, fitting their last block
+    decode_context: list[int] = field(default_factory=list)  # their computed tokens, parallel to decodes
+    allocated: list[ScheduledSeq] = field(default_factory=list)  # the seqs that called allocate_slots, after them
     preempted: list[Request] = field(default_factory=list)
     admitted: list[Request] = field(default_factory=list)  # scheduled from waiting this step
-    allocated: list[ScheduledSeq] = field(default_factory=list)  # the seqs that called allocate_slots
     token_budget: int = 0
 
     @property
+    def num_seqs(self) -> int:
+        return len(self.decodes) + len(self.allocated)
+
+    @property
     def num_tokens(self) -> int:
-        return sum(s.num_new_tokens for s in self.seqs)
+        return len(self.decodes) + sum(s.num_new_tokens for s in self.allocated)
+
+    @property
+    def seqs(self) -> list[ScheduledSeq]:
+        """Every sequence of the step, in step order (built on demand: the engine's hot path reads the lists)."""
+        return [ScheduledSeq(r, 1, c) for r, c in zip(self.decodes, self.decode_context, strict=True)] + self.allocated
+
+    def batch(self) -> list[tuple[int, int]]:
+        """(num_new_tokens, num_context_tokens) per sequence, in step order: what RuntimePlan.step_kernels takes."""
+        rest = [(s.num_new_tokens, s.num_context_tokens) for s in self.allocated]
+        return [(1, c) for c in self.decode_context] + rest
+
+    def request_ids(self) -> list[int]:
+        return [r.request_id for r in self.decodes] + [s.request.request_id for s in self.allocated]
+
+    def tokens_per_seq(self) -> list[int]:
+        return [1] * len(self.decodes) + [s.num_new_tokens for s in self.allocated]
 
 
 @dataclass
@@ -78,13 +104,16 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput(token_budget=self.max_num_batched_tokens)
         budget = self.max_num_batched_tokens
-        bs, tables, seqs = self.kv.block_size, self.kv.req_to_blocks, out.seqs
+        bs, tables = self.kv.block_size, self.kv.req_to_blocks
+        plain, plain_ctx = out.decodes, out.decode_context
         decodes: list[Request] = []  # decodes that need a new block
         prefills: list[Request] = []
         for r in self.running:
-            if r.num_output_tokens and r.input_len + r.num_output_tokens - r.num_computed_tokens == 1:
-                if budget > 0 and r.num_computed_tokens < len(tables[r.request_id]) * bs:
-                    seqs.append(ScheduledSeq(r, 1, r.num_computed_tokens))  # fits its last block: most steps
+            c, o = r.num_computed_tokens, r.num_output_tokens
+            if o and r.input_len + o - c == 1:
+                if budget > 0 and c < len(tables[r.request_id]) * bs:
+                    plain.append(r)  # fits its last block: most steps
+                    plain_ctx.append(c)
                     budget -= 1
                 else:
                     decodes.append(r)
@@ -102,9 +131,7 @@ class Scheduler:
                 budget = self.max_num_batched_tokens - out.num_tokens
             if alloc is None:
                 continue
-            seq = ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc)
-            seqs.append(seq)
-            out.allocated.append(seq)
+            out.allocated.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
             budget -= n
         if not out.preempted:
             budget = self._admit(out, budget)
@@ -127,7 +154,9 @@ class Scheduler:
                 return None
 
     def _preempt(self, victim: Request, out: SchedulerOutput) -> None:
-        out.seqs[:] = [s for s in out.seqs if s.request is not victim]  # scheduled earlier in this pass: undone
+        if victim in out.decodes:  # scheduled earlier in this pass: undone
+            i = out.decodes.index(victim)
+            del out.decodes[i], out.decode_context[i]
         out.allocated[:] = [s for s in out.allocated if s.request is not victim]
         self.running.remove(victim)
         self.kv.free(victim)
@@ -153,9 +182,7 @@ class Scheduler:
             req.num_computed_tokens += cached
             req.status = RequestStatus.RUNNING
             self.running.append(req)
-            seq = ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc)
-            out.seqs.append(seq)
-            out.allocated.append(seq)
+            out.allocated.append(ScheduledSeq(req, n, req.num_computed_tokens, cached, alloc))
             out.admitted.append(req)
             budget -= n
         return budget
@@ -164,7 +191,14 @@ class Scheduler:
         """The step ran: its tokens are computed; requests whose known tokens are all computed sample one."""
         res = StepResult()
         caching = self.kv.prefix_caching
-        for s in out.seqs:
+        for req in out.decodes:  # a decode's one token was its last known one: it samples the next
+            req.num_computed_tokens += 1
+            n = req.num_output_tokens = req.num_output_tokens + 1
+            if caching:
+                self.kv.cache_blocks(req)
+            if n >= req.output_len:
+                self._finished(req, res)
+        for s in out.allocated:
             req = s.request
             req.num_computed_tokens += s.num_new_tokens
             known = req.input_len + req.num_output_tokens
@@ -177,11 +211,14 @@ class Scheduler:
             if req.num_output_tokens == 1:
                 res.first_token.append(req)
             if req.num_output_tokens >= req.output_len:
-                req.status = RequestStatus.FINISHED
-                self.running.remove(req)
-                self.kv.free(req)
-                res.finished.append(req)
+                self._finished(req, res)
         return res
+
+    def _finished(self, req: Request, res: StepResult) -> None:
+        req.status = RequestStatus.FINISHED
+        self.running.remove(req)
+        self.kv.free(req)
+        res.finished.append(req)
 
 
 class ArticleScheduler(Scheduler):
@@ -198,7 +235,7 @@ class ArticleScheduler(Scheduler):
         self._chunk = self.chunks.size_for(self.free_bytes())[0]
         self._prefill_taken = False
         out = super().schedule()
-        out.token_budget = self._chunk + sum(1 for s in out.seqs if s.num_new_tokens == 1)
+        out.token_budget = self._chunk + len(out.decodes) + sum(1 for s in out.allocated if s.num_new_tokens == 1)
         return out
 
     def _running_tokens(self, req: Request, budget: int) -> int:

@@ -148,7 +148,7 @@ class ServingEngine:
                 t = max(pending[0].arrival_us, slots[0])
                 continue
             out = self.scheduler.schedule()
-            assert out.seqs, "a step with nothing scheduled: every request was checked to fit the pool"
+            assert out.num_seqs, "a step with nothing scheduled: every request was checked to fit the pool"
             t_end = self._step(out, t)
             res = self.scheduler.update_from_output(out)
             self._finish(res, t_end, slots)
@@ -195,9 +195,10 @@ class ServingEngine:
         self.scheduler.add_request(req)
 
     def _request_event(self, req: Request, what: str, t: float) -> RequestEvent:
-        return RequestEvent(t_us=t, request_id=req.request_id, what=what,  # type: ignore[arg-type]
-                            input_len=req.input_len, output_len=req.output_len,
-                            num_computed_tokens=req.num_computed_tokens, num_output_tokens=req.num_output_tokens)
+        return trusted_event(RequestEvent, {  # four a request: typed here, in declaration order
+            "t_us": float(t), "kind": "request", "request_id": req.request_id, "what": what, "input_len": req.input_len,
+            "output_len": req.output_len, "num_computed_tokens": req.num_computed_tokens,
+            "num_output_tokens": req.num_output_tokens})
 
     # == one step ===================================================================================================
     def _step(self, out: SchedulerOutput, t: float) -> float:
@@ -217,12 +218,14 @@ class ServingEngine:
             if a.new_blocks:
                 table = self.cache.req_to_blocks[s.request.request_id]
                 first = len(table) - len(a.new_blocks)
-                self._emit(PageAllocEvent(
-                    t_us=t, owner=f"req{s.request.request_id}", phase="prefill" if s.num_new_tokens > 1 else "decode",
-                    logical=list(range(first, len(table))), banks=[b.bank for b in a.new_blocks],
-                    slots=[b.slot for b in a.new_blocks], request_id=s.request.request_id))
-        batch = [(s.num_new_tokens, s.num_context_tokens) for s in out.seqs]
-        num_tokens = [n for n, _ in batch]
+                rid = s.request.request_id
+                self._emit(trusted_event(PageAllocEvent, {  # thousands a run: typed here, in declaration order
+                    "t_us": float(t), "kind": "page_alloc", "owner": f"req{rid}",
+                    "phase": "prefill" if s.num_new_tokens > 1 else "decode", "logical": list(range(first, len(table))),
+                    "banks": [int(b.bank) for b in a.new_blocks], "slots": [int(b.slot) for b in a.new_blocks],
+                    "request_id": rid}))
+        batch = out.batch()
+        num_tokens = out.tokens_per_seq()
         total = sum(num_tokens)
         decode = num_tokens.count(1)
         prefill = total - decode
@@ -239,7 +242,7 @@ class ServingEngine:
             "t_us": float(t), "kind": "step", "index": i, "start_us": float(t), "dur_us": float(layer_us),
             "model_dur_us": float(model_us), "num_seqs": len(batch), "prefill_tokens": prefill,
             "decode_tokens": decode, "token_budget": out.token_budget,
-            "request_ids": [s.request.request_id for s in out.seqs], "num_tokens": num_tokens,
+            "request_ids": out.request_ids(), "num_tokens": num_tokens,
             "cached_blocks": cached if self.cache.prefix_caching else None}))
         st = self.stats
         st.num_steps += 1
@@ -316,9 +319,10 @@ class ServingEngine:
         if changed:
             self._drawn_step = self.stats.num_steps
             self._run = pool.largest_free_run()
-        self._emit(MemoryEvent(t_us=t, hbm_total_bytes=total, hbm_used_bytes=used, hbm_free_bytes=total - used,
-                               kv_bytes=kv.used_pages * kv.page_bytes, largest_free_run_bytes=self._run * kv.page_bytes,
-                               activation_bytes=activation))
+        self._emit(trusted_event(MemoryEvent, {  # one a step: every field typed here, in declaration order
+            "t_us": float(t), "kind": "memory", "hbm_total_bytes": float(total), "hbm_used_bytes": float(used),
+            "hbm_free_bytes": float(total - used), "kv_bytes": float(kv.used_pages * kv.page_bytes),
+            "largest_free_run_bytes": float(self._run * kv.page_bytes), "activation_bytes": float(activation)}))
         if changed:
             self._version_drawn = self.cache.version
             self._emit(BanksEvent(t_us=t, used=pool.used_per_bank(), capacity=pool.pages_per_bank))

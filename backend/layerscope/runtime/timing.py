@@ -27,20 +27,25 @@ class Timing:
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
         self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
-        self._by_id: dict[int, tuple[Kernel, KernelCost]] = {}
+        self._by_id: dict[int, tuple[Kernel, KernelCost, dict[str, Any]]] = {}
+        self._fields: dict[int, tuple[KernelCost, dict[str, Any]]] = {}  # a cost's kernel-event fields, by id
 
     def stream_free(self, stream: str) -> float:
         return self.streams.get(stream, 0.0)
 
     def cost(self, k: Kernel, env: CostEnv = PLAIN_ENV) -> KernelCost:
-        if env is PLAIN_ENV:  # the same Kernel object again (a plan's memoised kernels): skip hashing its fields
-            hit = self._by_id.get(id(k))
-            if hit is not None and hit[0] is k:
-                return hit[1]
-            c = self._cost(k, env)
-            self._by_id[id(k)] = (k, c)  # holds k, so its id is not reused while the entry lives
-            return c
+        if env is PLAIN_ENV:
+            return self._plain(k)[1]
         return self._cost(k, env)
+
+    def _plain(self, k: Kernel) -> tuple[Kernel, KernelCost, dict[str, Any]]:
+        """The same Kernel object again (a plan's memoised kernels): its cost and event fields without hashing
+        its fields."""
+        hit = self._by_id.get(id(k))
+        if hit is None or hit[0] is not k:
+            c = self._cost(k, PLAIN_ENV)
+            hit = self._by_id[id(k)] = (k, c, self._event_fields(c))  # holds k: its id is not reused meanwhile
+        return hit
 
     def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
         key = (k, env)
@@ -64,15 +69,25 @@ class Timing:
         returns when the last one ends."""
         dep = t  # end of the last non-copy kernel: the data dependency
         end = t
+        streams, emit, by_id = self.streams, self.emit, self._by_id
         for k in kernels:
-            c = self.cost(k, env(k) if env is not None else PLAIN_ENV)
-            start = max(dep, self.stream_free(k.stream))
-            self.kernel_event(c, phase, start, chunk, step)
+            if env is None:  # the serving loop's every step: inlined, one lookup gives cost and event fields
+                hit = by_id.get(id(k))
+                if hit is None or hit[0] is not k:
+                    hit = self._plain(k)
+                c, fields = hit[1], hit[2]
+            else:
+                c = self.cost(k, env(k))
+                fields = self._event_fields(c)
+            stream = k.stream
+            start = max(dep, streams.get(stream, 0.0))
+            emit(_kernel_event(fields, phase, start, chunk, step))
             finish = start + c.time_us
-            self.streams[k.stream] = finish
-            if k.stream != COPY:
+            streams[stream] = finish
+            if stream != COPY:
                 dep = finish
-            end = max(end, finish)
+            if finish > end:
+                end = finish
             if costs is not None:
                 costs.append(c)
             if stages is not None:
@@ -87,9 +102,31 @@ class Timing:
         return start
 
     def kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
-        k = c.kernel
-        self.emit(trusted_event(KernelEvent, {
-            "t_us": float(start), "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind,
-            "phase": phase, "stream": k.stream, "start_us": float(start), "dur_us": float(c.time_us),
-            "flops": float(k.flops), "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util),
-            "l2_hit": float(c.l2_hit), "chunk": chunk, "step": step, "shapes": k.shapes, "scope": k.scope}))
+        self.emit(_kernel_event(self._event_fields(c), phase, start, chunk, step))
+
+    def _event_fields(self, c: KernelCost) -> dict[str, Any]:
+        # The fields that depend on the kernel and its cost alone are built once per KernelCost (costs are
+        # memoised, so a serving run's thousands of steps reuse them).
+        hit = self._fields.get(id(c))
+        if hit is None or hit[0] is not c:
+            hit = self._fields[id(c)] = (c, _cost_fields(c))  # holds c, so its id is not reused meanwhile
+        return hit[1]
+
+
+def _kernel_event(fields: dict[str, Any], phase: str, start: float, chunk: int | None, step: int | None) -> Any:
+    values = fields.copy()  # a copy keeps the declaration order
+    values["t_us"] = values["start_us"] = float(start)
+    values["phase"] = phase
+    values["chunk"] = chunk
+    values["step"] = step
+    return trusted_event(KernelEvent, values)
+
+
+def _cost_fields(c: KernelCost) -> dict[str, Any]:
+    """A kernel event's fields, in declaration order; t_us, phase, start_us, chunk and step are filled per launch."""
+    k = c.kernel
+    return {
+        "t_us": 0.0, "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind, "phase": "",
+        "stream": k.stream, "start_us": 0.0, "dur_us": float(c.time_us), "flops": float(k.flops),
+        "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util), "l2_hit": float(c.l2_hit),
+        "chunk": None, "step": None, "shapes": k.shapes, "scope": k.scope}

@@ -54,3 +54,23 @@ def test_runs_of_adjacent_free_slots() -> None:
     pool.take_many("t", np.array([1, 1]), np.array([0, 5]), np.array([0, 1]))
     assert pool.largest_free_run(1) == 4 and pool.num_free == 12
     pool.check()
+
+
+def test_release_many_equals_one_release_each() -> None:
+    one, many = BlockPool(3, 4), BlockPool(3, 4)
+    where = [(b, s) for s in range(4) for b in range(3)]  # the whole pool taken
+    for pool in (one, many):
+        for i, (b, s) in enumerate(where):
+            pool.take("r", b, s, i)
+    where = [(0, 1), (2, 3), (1, 0)]
+    for b, s in where[:3]:
+        one.release(b, s)
+    many.release_many([b for b, _ in where[:3]], [s for _, s in where[:3]])
+    assert np.array_equal(one.owner, many.owner) and np.array_equal(one.logical, many.logical)
+    assert np.array_equal(one.num_free_per_bank, many.num_free_per_bank) and one.num_free == many.num_free
+    assert one.first_free_any() == many.first_free_any() == (1, 0)
+    many.check()
+    with pytest.raises(ValueError, match="already free"):
+        many.release_many([2], [3])
+    with pytest.raises(ValueError, match="outside the pool"):
+        many.release_many([3], [0])

@@ -84,3 +84,17 @@ def test_a_request_is_never_served_its_whole_prompt_from_the_cache() -> None:
     m.cache_blocks(a)
     b = _req(1, list(range(8)))  # the same 8-token prompt: one block hit, the last token computed again
     assert len(m.get_computed_blocks(b)) == 1
+
+
+def test_a_multi_block_grant_takes_the_queue_head_in_order_and_a_short_one_changes_nothing() -> None:
+    pool = BlockPool(2, 3)
+    alloc = FreeQueueAllocator(pool)
+    pool.take("tenant", 1, 0, 0)  # taken behind the queue's back: skipped
+    g = alloc.allocate("req0", 3, "prefill")
+    assert g is not None and list(zip(g.banks, g.slots, strict=True)) == [(0, 0), (0, 1), (1, 1)]
+    assert g.logical == [0, 1, 2] and alloc.table("req0") == [(0, 0), (0, 1), (1, 1)]
+    assert [int(pool.logical[b, s]) for b, s in alloc.table("req0")] == [0, 1, 2]
+    queue = list(alloc.free_queue)
+    assert alloc.allocate("req1", 3, "prefill") is None, "two free blocks left"
+    assert list(alloc.free_queue) == queue and pool.num_free == 2 and "req1" not in pool._owner_ids
+    pool.check()

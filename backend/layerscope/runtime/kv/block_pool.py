@@ -135,6 +135,21 @@ class BlockPool:
         self._num_free += 1
         self._addr_cursor = min(self._addr_cursor, slot * self.banks + bank)
 
+    def release_many(self, banks: list[int], slots: list[int]) -> None:
+        """Vectorized release (a finished request's blocks)."""
+        b, s = np.asarray(banks, dtype=np.int64), np.asarray(slots, dtype=np.int64)
+        if b.size == 0:
+            return
+        if b.min() < 0 or b.max() >= self.banks or s.min() < 0 or s.max() >= self.pages_per_bank:
+            raise ValueError(f"release_many: a slot is outside the pool ({self.banks} x {self.pages_per_bank})")
+        if np.any(self.owner[b, s] == FREE):
+            raise ValueError("release_many: some slots are already free")
+        self.owner[b, s] = FREE
+        self.logical[b, s] = FREE
+        np.add.at(self.num_free_per_bank, b, 1)
+        self._num_free += len(b)
+        self._addr_cursor = min(self._addr_cursor, int((s * self.banks + b).min()))
+
     def move(self, bank: int, slot: int, to_bank: int, to_slot: int) -> None:
         """Move a page's ownership (its data is copied by the caller's migration)."""
         oid, logical = int(self.owner[bank, slot]), int(self.logical[bank, slot])

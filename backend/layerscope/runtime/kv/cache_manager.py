@@ -106,8 +106,10 @@ class KVCacheManager:
         need = -(-(computed + num_new_tokens) // self.block_size) - len(table) - len(hits)
         if need <= 0 and not hits:
             return Allocation()  # the tokens fit the request's last block: most decode steps
-        reclaimable = sum(1 for b in hits if b.ref_cnt == 0)  # touching them takes them off the evictable list
-        if need > self.num_free_blocks - reclaimable:
+        # cached hits no request uses are evictable: touching them takes them off that list
+        reclaimable = sum(1 for b in hits if b.ref_cnt == 0) if hits else 0
+        free = self.pool.num_free
+        if need > free + len(self.evictable) - reclaimable:
             return None
         out = Allocation()
         for b in hits:
@@ -116,18 +118,20 @@ class KVCacheManager:
             b.ref_cnt += 1
             table.append(b)
         if need > 0:
-            out.evicted = self._evict(need - self.pool.num_free)
+            if need > free:
+                out.evicted = self._evict(need - free)
             owner = f"req{req.request_id}"
             grant = self.allocator.allocate(owner, need, "prefill" if req.is_prefill else "decode")
             assert grant is not None, f"{need} blocks for {owner}: the pool counted them free but placed none"
             for m in grant.migrations:
                 self._moved(m)
             out.migrations = grant.migrations
+            blocks, new = self.blocks, out.new_blocks
             for bank, slot in zip(grant.banks, grant.slots, strict=True):
-                b = Block(bank, slot, ref_cnt=1)
-                self.blocks[(bank, slot)] = b
-                table.append(b)
-                out.new_blocks.append(b)
+                b = Block(bank, slot, 1)
+                blocks[(bank, slot)] = b
+                new.append(b)
+            table += new
         if hits or need > 0:
             self.version += 1
         return out
@@ -155,15 +159,17 @@ class KVCacheManager:
             b.ref_cnt -= 1
             assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
             if b.ref_cnt == 0 and b.block_hash is None:
-                self.pool.release(b.bank, b.slot)
-                self.allocator.released(b.bank, b.slot)
-                del self.blocks[(b.bank, b.slot)]
                 released.append((b.bank, b.slot))
                 continue
             if self.pool.owner_name(int(self.pool.owner[b.bank, b.slot])) == owner:
                 self.pool.retag(b.bank, b.slot, CACHE_OWNER, 0)
             if b.ref_cnt == 0:
                 self.evictable[(b.bank, b.slot)] = b
+        if released:  # given back in one vectorised call, then to the policy in the same order (tail first)
+            self.pool.release_many([b for b, _ in released], [s for _, s in released])
+            for where in released:
+                self.allocator.released(*where)
+                del self.blocks[where]
         self.allocator.tables.pop(owner, None)
         if table:
             self.version += 1

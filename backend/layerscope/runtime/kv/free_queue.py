@@ -4,14 +4,17 @@ allocation takes from its head and a freed block joins its tail, so placement fo
     start: address order (slot-major, so consecutive blocks round-robin over banks, as naive.py)
     take:  head of the queue           free: tail of the queue
 
-Slots taken behind the queue's back (other tenants) are skipped when they reach the head.
+Slots taken behind the queue's back (other tenants) are skipped when they reach the head. An allocation of
+several blocks (a prefill chunk's) takes them from the pool in one vectorised call.
 """
 
 from __future__ import annotations
 
 from collections import deque
 
-from layerscope.runtime.kv.allocator import KVAllocator, Migration, Phase
+import numpy as np
+
+from layerscope.runtime.kv.allocator import KVAllocator, Migration, PageGrant, Phase
 from layerscope.runtime.kv.block_pool import BlockPool
 
 
@@ -31,6 +34,27 @@ class FreeQueueAllocator(KVAllocator):
             if owners[bank, slot] == -1:
                 return bank, slot, []
         return None
+
+    def allocate(self, owner: str, n: int, phase: Phase) -> PageGrant | None:
+        if n < 2 or self.hints.get(owner):
+            return super().allocate(owner, n, phase)
+        q, owners = self.free_queue, self.pool.owner
+        banks: list[int] = []
+        slots: list[int] = []
+        while q and len(banks) < n:
+            bank, slot = q.popleft()
+            if owners[bank, slot] == -1:
+                banks.append(bank)
+                slots.append(slot)
+        if len(banks) < n:  # nothing changes: the blocks go back to the head of the queue, in order
+            q.extendleft(reversed(list(zip(banks, slots, strict=True))))
+            return None
+        table = self.table(owner)
+        first = len(table)
+        logical = list(range(first, first + n))
+        self.pool.take_many(owner, np.asarray(banks), np.asarray(slots), np.asarray(logical))
+        table += zip(banks, slots, strict=True)
+        return PageGrant(logical=logical, banks=banks, slots=slots)
 
     def released(self, bank: int, slot: int) -> None:
         self.free_queue.append((bank, slot))

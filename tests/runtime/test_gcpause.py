@@ -1,0 +1,51 @@
+import gc
+import threading
+
+from layerscope.runtime.gcpause import paused_gc
+
+
+def test_paused_inside_and_resumed_after_the_outermost_run() -> None:
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():  # a compare run inside a run
+            assert not gc.isenabled()
+        assert not gc.isenabled(), "the inner run's end must not resume the collector the outer run paused"
+    assert gc.isenabled()
+
+
+def test_a_collector_disabled_before_stays_disabled() -> None:
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_concurrent_runs_share_one_pause() -> None:
+    inside, release = threading.Event(), threading.Event()
+
+    def other_run() -> None:
+        with paused_gc():
+            inside.set()
+            release.wait(5)
+
+    t = threading.Thread(target=other_run)
+    with paused_gc():
+        t.start()
+        inside.wait(5)
+    assert not gc.isenabled(), "another thread's run is still going"
+    release.set()
+    t.join(5)
+    assert gc.isenabled()
+
+
+def test_resumed_when_the_run_raises() -> None:
+    try:
+        with paused_gc():
+            raise ValueError("a bad spec")
+    except ValueError:
+        pass
+    assert gc.isenabled()
