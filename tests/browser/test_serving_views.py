@@ -166,6 +166,7 @@ def test_latency_histograms_grow_with_the_cursor_to_the_requests_finished_by_the
     p.page.get_by_test_id("speed").select_option("0.25")
     p.page.get_by_test_id("play").click()
     seen = []
+    lit_steps = 0
     deadline = time.monotonic() + 25
     while time.monotonic() < deadline and len({s[1] for s in seen}) < 2:
         p.page.get_by_test_id("play").click()  # pause, so the cursor stays where it is counted
@@ -178,10 +179,19 @@ def test_latency_histograms_grow_with_the_cursor_to_the_requests_finished_by_the
         assert got["ttft"] == want and f"<b>TTFT</b> n={want}" in notes, (t, want, got)
         if 0 < want < n:
             seen.append((t, want))
+        # the lanes outline the requests of the step at the cursor (none between steps)
+        lit = p.js(
+            "(() => { const tr = document.getElementById('requests-plot').data.find(d => d.meta === 'current-step');"
+            f" return [...new Set(tr.y.filter(y => y !== null))].map(r => {SV}.order[r]).sort((a, b) => a - b); }})()"
+        )
+        step = p.js(f"(() => {{ const s = {SV}.stepAt({t}); return s ? [...s.ids].sort((a, b) => a - b) : []; }})()")
+        assert lit in (step, []), (t, lit, step)  # empty only in an idle gap after the step ended
+        lit_steps += bool(lit)
         p.page.get_by_test_id("play").click()
         time.sleep(1.0)
     counts = [c for _, c in seen]
     assert len(set(counts)) >= 2 and counts == sorted(counts), seen  # grew between two cursor times
+    assert lit_steps >= 1
     assert p.problems == []
 
 

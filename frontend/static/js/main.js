@@ -284,6 +284,7 @@ function loop(now) {
   }
   // a whole run's histograms grow with the cursor: a throttled Plotly.update of their bars, not a redraw
   if (servingShown && !latdist.el.closest(".collapsed") && latdist.live(now)) stats.liveUpdates += 1;
+  if (servingShown && !requests.el.closest(".collapsed") && requests.live(now)) stats.liveUpdates += 1;
   for (const c of cursors) c.place(store.t, store.axis);
   requestAnimationFrame(loop);
 }
