@@ -72,25 +72,40 @@ def canvas_hash(page: Any) -> str:
     return hashlib.sha256(page.js("document.getElementById('banks-canvas').toDataURL()").encode()).hexdigest()
 
 
-def test_lanes_step_mix_histograms_and_bank_colours_change_during_playback(fpage) -> None:
+def now_line(page: Any, plot: str) -> str:
+    return page.js(f"document.getElementById('{plot}').parentElement.querySelector('.now-line').style.transform")
+
+
+def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cursor_moves_over_them(fpage) -> None:
     p = fpage
-    p.page.get_by_test_id("speed").select_option("0.25")  # 20 s of playback: time to see the views change
-    p.page.get_by_test_id("play").click()
-    p.wait(f"{SV}.order.length >= 3 && {SV}.steps.length >= 5")
+    n = len(servingfake.OUTPUTS)
+    # before play: every lane to its end, every step's bar, every request in the histograms (issue 11's first screen)
+    p.wait(f"{SV}.whole && {SV}.finishedCount === {n}")
     p.wait("document.querySelector('[data-testid=requests]').offsetHeight > 0")
-    p.wait("['requests-plot', 'stepmix-plot'].every(id => (document.getElementById(id).data || []).length > 0)")
+    p.wait("['requests-plot', 'stepmix-plot', 'latdist-plot']"
+           ".every(id => (document.getElementById(id).data || []).length > 0)")
+    assert p.js(f"{STORE}.t") == 0
+    assert plot_points(p, "requests-plot", "finished") == n
+    assert plot_points(p, "stepmix-plot", "prefill") == p.js(f"{SV}.steps.length")
+    notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
+    assert f"<b>TTFT</b> n={n}" in notes
+    assert "whole run" in p.js("document.getElementById('requests-info').textContent")
     lanes0, bars0 = plot_points(p, "requests-plot", "decode"), plot_points(p, "stepmix-plot", "prefill")
-    banks0 = canvas_hash(p)
-    # Plotly views take turns (main.js budgets their redraws), so each changes within a few seconds
+    banks0, cursor0 = canvas_hash(p), now_line(p, "requests-plot")
+    time.sleep(1.0)  # the first screen's last draws (one Plotly draw per animation frame)
+    draws0 = p.js(f"{LS}.stats.drawsBy")
+    p.page.get_by_test_id("speed").select_option("0.25")  # 20 s of playback
+    p.page.get_by_test_id("play").click()
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        lanes1, bars1 = plot_points(p, "requests-plot", "decode"), plot_points(p, "stepmix-plot", "prefill")
-        if bars1 > bars0 and lanes1 > lanes0 and canvas_hash(p) != banks0:
+        if canvas_hash(p) != banks0 and now_line(p, "requests-plot") != cursor0 and now_line(p, "stepmix-plot"):
             break
         time.sleep(0.2)
     assert not p.js(f"{LS}.store.ended"), "the changes must come during playback"
-    assert bars1 > bars0 and lanes1 > lanes0
-    assert canvas_hash(p) != banks0
+    assert canvas_hash(p) != banks0 and now_line(p, "requests-plot") != cursor0
+    # the lanes and bars are not re-plotted per frame: the cursor moves over them
+    assert (plot_points(p, "requests-plot", "decode"), plot_points(p, "stepmix-plot", "prefill")) == (lanes0, bars0)
+    assert p.js(f"{LS}.stats.drawsBy") == draws0
     # the bank map paints each page in its request's colour (the grid's pixel = requestRGB(request_id))
     cells = p.js(
         f"(() => {{ const b = {LS}.views.banks; const m = b.models[0]; const img = b.grids[0].image.data;"
@@ -110,8 +125,7 @@ def test_lanes_step_mix_histograms_and_bank_colours_change_during_playback(fpage
 
     p.page.get_by_test_id("speed").select_option("4")
     p.wait(f"{LS}.store.ended", timeout_s=30)
-    time.sleep(1.0)  # the last Plotly redraws come in later animation frames
-    n = len(servingfake.OUTPUTS)
+    time.sleep(1.0)
     assert p.js(f"{SV}.finishedCount") == n
     notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
     for name, count in [("TTFT", n), ("TPOT", n), ("ITL", sum(servingfake.OUTPUTS) - n)]:
@@ -205,22 +219,18 @@ def test_a_real_serving_preset_plays_its_requests_steps_and_latencies(page, serv
     p = page
     open_real(p, server_url, "scenario=serving-kv-preemption", "serving-kv-preemption")
     assert p.page.get_by_test_id("requests").is_visible() and p.page.get_by_test_id("step-mix").is_visible()
-    p.page.get_by_test_id("speed").select_option("0.25")  # 24 s: the views change while it plays
+    # the whole run before play: 32 lanes to their ends, every step, the server's figures beside the histograms
+    p.wait(f"{SV}.whole && {SV}.order.length === 32 && {SV}.steps.length > 20", timeout_s=30)
+    p.wait("['requests-plot', 'latdist-plot'].every(id => (document.getElementById(id).data || []).length > 0)")
+    assert p.js(f"{STORE}.t") == 0
+    assert plot_points(p, "requests-plot", "finished") == p.js(f"{STORE}.main.summary.completed")
+    assert plot_points(p, "stepmix-plot", "decode") == p.js(f"{SV}.steps.length")
+    assert "server median" in p.js("document.getElementById('latdist-info').textContent")
     p.page.get_by_test_id("play").click()
-    p.wait(f"{SV}.order.length === 32 && {SV}.steps.length > 20", timeout_s=30)
-    p.wait("(document.getElementById('requests-plot').data || []).length > 0")
-    lanes0 = plot_points(p, "requests-plot", "decode")
-    bars0 = plot_points(p, "stepmix-plot", "decode")
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if plot_points(p, "requests-plot", "decode") > lanes0 and plot_points(p, "stepmix-plot", "decode") > bars0:
-            break
-        time.sleep(0.3)
-    assert not p.js(f"{STORE}.ended")
-    assert plot_points(p, "requests-plot", "decode") > lanes0 and plot_points(p, "stepmix-plot", "decode") > bars0
+    p.wait(f"{STORE}.t > 0")
     # pages in the bank map carry their request's colour
-    reqs = p.js(f"[...new Set({LS}.views.banks.models[0].cells.filter(c => c && c.req !== null).map(c => c.req))]")
-    assert len(reqs) >= 2
+    cells = f"{LS}.views.banks.models[0].cells"
+    p.wait(f"new Set({cells}.filter(c => c && c.req !== null).map(c => c.req)).size >= 2", timeout_s=20)
     p.page.get_by_test_id("speed").select_option("64")
     p.wait(f"{STORE}.ended", timeout_s=60)
     time.sleep(1.0)

@@ -98,6 +98,43 @@ def test_page_rows_carry_the_request_and_steps_are_kept() -> None:
     assert steps and all(s["num_seqs"] >= 1 and s["model_dur_us"] > s["dur_us"] for s in steps)
 
 
+def small_serving() -> Any:
+    spec = scn.load_preset("serving-long-prompt-itl").model_copy(update={"compare": None})
+    small = {"workload.num_requests": 3, "workload.input_len": 200, "workload.output_len": 4}
+    return simulate(scn.apply_overrides(spec, small))
+
+
+def test_a_serving_run_says_its_clock_is_the_whole_model_and_carries_its_requests_in_order(pair: Any) -> None:
+    """The shared axis reads the clock's scope; the serving views replay requests and steps in the run's order."""
+    result = small_serving()
+    (run,) = overview(result, 94)["runs"]
+    assert run["clock"] == "model" and {r["clock"] for r in overview(pair, 94)["runs"]} == {"layer"}
+    reqs = rows(run["tables"]["request"])
+    assert [(r["request_id"], r["what"]) for r in reqs] == [
+        (e.request_id, e.what) for e in result.events if e.kind == "request"
+    ]
+    steps = rows(run["tables"]["step"])
+    events = [e for e in result.events if e.kind == "step"]
+    assert [s["request_ids"] for s in steps] == [e.request_ids for e in events]
+    assert [s["num_tokens"] for s in steps] == [e.num_tokens for e in events]
+    # "seq" is each event's index in the run: the request and step tables interleave back to the run's order
+    merged = sorted([(r["seq"], "request") for r in reqs] + [(s["seq"], "step") for s in steps])
+    assert [k for _, k in merged] == [e.kind for e in result.events if e.kind in ("request", "step")]
+
+
+def test_page_events_travel_in_the_overview_only() -> None:
+    """The bank map reads page events from the overview, so frames do not carry them again."""
+    result = small_serving()
+    run = prepare(result)
+    kinds = {e["kind"] for e in run.events}
+    assert not kinds & {"page_alloc", "page_free", "page_migrate", "page_evict"}
+    assert run.num_events == len(result.events) > len(run.events)
+    assert {"kernel", "request", "step", "banks"} <= kinds
+    n_alloc = sum(1 for e in result.events if e.kind == "page_alloc")
+    assert n_alloc > 0 and len(rows(run.overview["runs"][0]["tables"]["page_alloc"])) == n_alloc
+    assert run.duration_us == max(e.t_us + (e.dur_us if e.kind == "kernel" else 0.0) for e in result.events)
+
+
 def test_the_deployment_travels_with_its_per_gpu_figures() -> None:
     """The deployment card draws the plan before play, from the overview."""
     ov = overview(simulate(scn.load_preset("real-qwen3-235b-h200")), 94)

@@ -49,7 +49,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "refetched_pages",
     ),
     "step": ("t_us", "index", "start_us", "dur_us", "model_dur_us", "num_seqs", "prefill_tokens", "decode_tokens",
-             "token_budget"),
+             "token_budget", "request_ids", "num_tokens", "cached_blocks"),
+    "request": ("t_us", "request_id", "what", "input_len", "output_len", "num_computed_tokens", "num_output_tokens"),
     "deployment": ("t_us", "gpu", "num_gpus", "tp", "ep", "moe_tp", "weight_dtype", "kv_dtype",
                    "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu"),
     "page_alloc": ("t_us", "owner", "phase", "logical", "banks", "slots", "request_id"),
@@ -100,16 +101,36 @@ def _table(events: list[BaseModel], cols: tuple[str, ...]) -> dict[str, Any]:
     return {"cols": list(cols), "rows": rows, "dict": dicts}
 
 
+# kinds the serving views replay in the run's own order (ties in time matter: a request arrives before the step
+# that schedules it): their tables carry each event's index in the run as a last column "seq"
+ORDERED = ("request", "step", "banks", "deployment")
+
+
 def run_overview(result: Any, role: str, label: str) -> dict[str, Any]:
-    """One run's overview: a column table per kind in FIELDS, plus its summary figures."""
+    """One run's overview: a column table per kind in FIELDS, plus its summary figures and its clock."""
     by: dict[str, list[BaseModel]] = {k: [] for k in FIELDS}
-    for e in result.events:
+    seq: dict[str, list[int]] = {k: [] for k in ORDERED}
+    for i, e in enumerate(result.events):
         if e.kind in by:
             by[e.kind].append(e)
+            if e.kind in seq:
+                seq[e.kind].append(i)
     summary = {k: _json_float(v) for k, v in result.summary.items()}
-    out: dict[str, Any] = {"role": role, "label": label, "summary": summary}
+    out: dict[str, Any] = {"role": role, "label": label, "summary": summary, "clock": clock(result)}
     out["tables"] = {k: _table(v, FIELDS[k]) for k, v in by.items() if v}
+    for k, idx in seq.items():
+        if k in out["tables"]:
+            tab = out["tables"][k]
+            tab["cols"].append("seq")
+            for row, i in zip(tab["rows"], idx, strict=True):
+                row.append(i)
     return out
+
+
+def clock(result: Any) -> str:
+    """What the run's event clock counts: "model" when the serving engine spaces its steps a whole-model step
+    apart (runtime/serving.py: a client's clock), "layer" when events are one decoder layer's simulated time."""
+    return "model" if getattr(result.spec, "workload", None) is not None else "layer"
 
 
 def overview(result: Any, num_layers: int) -> dict[str, Any]:

@@ -115,6 +115,7 @@ class PreparedRun:
     tour: list[dict[str, Any]] = field(default_factory=list)
     overview: dict[str, Any] | None = None  # the whole run (and its compare run) for the first screen
     result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
+    num_events: int = 0  # events in the run, those that travel only in the overview included (`loaded.num_events`)
 
     @property
     def kernel_index(self) -> list[int]:
@@ -138,9 +139,17 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
     }
 
 
+# Kinds the dashboard reads only from loaded.overview (the bank map rebuilds each run's state at the cursor from its
+# page events there), so they are not streamed again frame by frame: a serving run's page_alloc events carry
+# hundreds of (bank, slot) pairs each and were most of its frames' bytes (bench/README.md). Recordings and
+# exports are written from the engine's result and stay complete.
+OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict"})
+
+
 def prepare(result: SimResultLike) -> PreparedRun:
-    events = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
-    duration = max((_end_us(e) for e in events), default=0.0)
+    every = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
+    duration = max((_end_us(e) for e in every), default=0.0)
+    events = [e for e in every if e["kind"] not in OVERVIEW_ONLY]
     claims = claims_of(result)
     return PreparedRun(
         spec=result.spec,
@@ -154,6 +163,7 @@ def prepare(result: SimResultLike) -> PreparedRun:
         tour=tour_of(result),
         overview=overview(result, _num_layers(result.spec)),
         result=result,
+        num_events=len(every),
     )
 
 

@@ -283,7 +283,7 @@ def loaded_message(run: PreparedRun) -> Message:
         "scenario": _finite(run.spec.model_dump(mode="json")),  # e.g. request_rate: inf ("as fast as possible")
         "topology": run.topology,
         "duration_us": run.duration_us,
-        "num_events": len(run.events),
+        "num_events": run.num_events or len(run.events),
         "compare": _finite(run.compare),
         "claims": run.claims,
         "tour_results": run.tour,

@@ -4,6 +4,8 @@
 //   axis.range   [t0, t1] | null   the zoom, in the same µs; null means "the whole extent"
 //   axis.cursor  t          playback time (store.t), simulated µs
 //   axis.units   "layer" | "model"   one decoder layer as simulated, or the whole model (x num_layers)
+//   axis.clock   "layer" | "model"   what the run's event clock counts (loaded.overview's run.clock): one layer
+//                (one-request runs), or the whole model (serving runs: steps a whole-model step apart)
 //
 // A view never stores its own copy of the range: it asks the axis for x values (toX), the shown
 // range (shown()), tick values and texts (ticks()), and hands a user's zoom back (store.setRange).
@@ -12,10 +14,15 @@
 //     cost (a kernel with scope "model", or stage "switch_over" from older runs) keeps its own length;
 //   - units "layer": a one-off cost longer than BREAK_SHARE of the run is squeezed into a broken-axis
 //     gap of BREAK_SHARE of the width, labelled with its true length (breaks()), so it cannot squeeze the run.
+// On a whole-model clock (serving runs) units "model" is the clock itself (slope 1), and units "layer" shows each
+// step as one layer runs it: its first dur_us (where the timeline draws its layer's kernels) at slope 1, the rest
+// of the step (the other layers, lm_head, sampling, host time) squeezed out, idle time between steps divided
+// by the layer count like the per-layer share of it.
 // Plots show ms or µs (unit()), with ticks at 1/2/5 steps of that unit placed through the mapping.
 
 const BREAK_SHARE = 0.04; // a squeezed one-off cost takes 4% of the axis: visible, never dominant
 const BREAKS_MAX = 0.2; // all squeezed costs together take at most 20% of the axis
+const SQUEEZED = 1e-9; // slope of a squeezed stretch: no width, but still a strictly increasing map
 
 export function isOneOff(k) {
   return k.scope ? k.scope === "model" : k.stage === "switch_over";
@@ -67,22 +74,54 @@ export class TimeAxis {
     this.units = "layer";
     this.layers = 1;
     this.spans = []; // one-off spans [t0, t1], simulated µs
+    this.clock = "layer";
+    this.steps = []; // whole-model clock: each step's [start, start + one layer's dur, start + model dur], µs
     this.ver = 0; // bumped on every change of range, units or mapping
     this.build();
   }
 
-  // Called when a run loads: its extent, its layer count and its one-off spans.
-  load(duration, layers, spans) {
+  // Called when a run loads: its extent, its layer count, its one-off spans and its clock ("model": the steps'
+  // windows [start_us, dur_us, model_dur_us] say where each layer ran).
+  load(duration, layers, spans, clock = "layer", steps = []) {
+    if (clock !== "layer" && clock !== "model") throw new Error(`clock must be "layer" or "model", got ${clock}`);
     this.extent = [0, Math.max(duration, 1e-3)];
     this.layers = Math.max(1, layers || 1);
-    this.spans = spans || [];
+    this.clock = clock;
+    this.steps = clock === "model" ? steps.map((s) => [s.start_us, s.start_us + s.dur_us, s.start_us + Math.max(s.model_dur_us, s.dur_us)]) : [];
+    this.spans = clock === "model" ? [] : spans || []; // on a whole-model clock a one-off cost already has its length
     this.range = null;
     this.cursor = 0;
     this.build();
   }
 
+  // One layer of a whole-model clock: segments over the steps (see the header).
+  buildSteps() {
+    const [e0, e1] = this.extent;
+    const segs = [];
+    let t = e0;
+    let x = 0;
+    const push = (t1, slope) => {
+      t1 = Math.min(t1, e1);
+      if (t1 <= t) return;
+      segs.push({ t0: t, t1, x0: x, slope });
+      x += (t1 - t) * slope;
+      t = t1;
+    };
+    for (const [a, b, c] of this.steps) {
+      push(a, 1 / this.layers); // idle: waiting for arrivals
+      push(b, 1);
+      push(c, SQUEEZED);
+    }
+    push(e1, 1 / this.layers);
+    if (!segs.length) segs.push({ t0: e0, t1: e1, x0: 0, slope: 1 });
+    this.segs = segs;
+    this.gaps = [];
+    this.ver += 1;
+  }
+
   // Segments {t0, t1, x0, slope} covering the extent: x = x0 + (t - t0) * slope.
   build() {
+    if (this.clock === "model" && this.units === "layer") return this.buildSteps();
     const [e0, e1] = this.extent;
     const total = e1 - e0;
     const segs = [];
@@ -94,7 +133,7 @@ export class TimeAxis {
       x += (t1 - t) * slope;
       t = t1;
     };
-    const layerSlope = this.units === "model" ? this.layers : 1;
+    const layerSlope = this.units === "model" && this.clock === "layer" ? this.layers : 1;
     const big = this.spans.filter(([a, b]) => b - a > BREAK_SHARE * total);
     const bigLen = big.reduce((acc, [a, b]) => acc + (b - a), 0);
     const share = Math.min(BREAK_SHARE, BREAKS_MAX / Math.max(big.length, 1));
@@ -147,7 +186,7 @@ export class TimeAxis {
     const v = x * this.scale();
     for (const g of this.segs) {
       const end = g.x0 + (g.t1 - g.t0) * g.slope;
-      if (v <= end || g === this.segs[this.segs.length - 1]) return g.t0 + (v - g.x0) / (g.slope || 1);
+      if (v <= end || g === this.segs[this.segs.length - 1]) return Math.min(g.t1, g.t0 + (v - g.x0) / (g.slope || 1));
     }
     return this.extent[1];
   }
@@ -167,7 +206,7 @@ export class TimeAxis {
   }
 
   title() {
-    const what = this.units === "model" ? `whole model, ${this.layers} layers` : "one layer";
+    const what = this.units === "model" ? `whole model, ${this.layers} layers` : this.clock === "model" ? "one layer of each step" : "one layer";
     return `time, ${what} (${this.unit()})` + (this.gaps.length ? " · // one-off, axis broken" : "");
   }
 
@@ -187,8 +226,8 @@ export class TimeAxis {
     const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw);
     const vals = [];
     const text = [];
-    if (this.units === "model") {
-      // x is the whole model's clock: nice values of x itself
+    if (this.units === "model" || this.clock === "model") {
+      // x is the whole model's clock (or one layer's time, summed over the steps): nice values of x itself
       for (let v = Math.ceil(x0 / step) * step; v <= x1 + step * 1e-6; v += step) {
         vals.push(v);
         text.push(fmtTick(v, step));

@@ -31,8 +31,8 @@ import { StepMixView } from "./views/stepmix.js";
 import { SweepView } from "./views/sweep.js";
 
 const $ = (id) => document.getElementById(id);
-// Serving views grow with playback (requests finish, steps arrive), unlike the whole-run time plots. While playing
-// they take turns: one serving redraw at most every SERVING_GAP_MS (longer after a slow one: a redraw of X ms
+// Serving views are drawn from the whole run (serving.loadRun) like the time plots; only a run without an overview
+// grows them with playback (requests finish, steps arrive). While playing they take turns: one serving redraw at most every SERVING_GAP_MS (longer after a slow one: a redraw of X ms
 // waits X / SERVING_BUDGET), each view at most every SERVING_VIEW_MS, so they take a small share of the main
 // thread and the animation keeps its frame rate (bench/README.md).
 const SERVING_GAP_MS = 400;
@@ -44,7 +44,7 @@ const query = new URLSearchParams(location.search);
 const store = new Store();
 // read by tests and benchmarks: animation frames, messages, Plotly redraws and their cost, frame delivery
 // delay (server created_ms to arrival, last 1000 frames), the longest main-thread task, exports
-const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
+const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
 if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includes("longtask")) {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) stats.longestTaskMs = Math.max(stats.longestTaskMs, e.duration);
@@ -202,6 +202,7 @@ function onMessage(msg) {
   switch (msg.type) {
     case "loaded":
       store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
+      serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
       applyUnits(store.axis.units);
       detail.clear();
       servingShown = null;
@@ -271,6 +272,7 @@ function loop(now) {
       const name = v.constructor.name;
       const ms = performance.now() - t0;
       stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, ms);
+      stats.drawsBy[name] = (stats.drawsBy[name] || 0) + 1;
       if (growing) {
         servingPlots.set(v, now + SERVING_VIEW_MS);
         servingFreeAt = now + Math.max(SERVING_GAP_MS, ms / SERVING_BUDGET);

@@ -2,6 +2,10 @@
 // timeline of events). It listens to the store's frames, rebuilds itself on a reset (load, seek), and bumps the
 // store's counters "requests", "steps" and "deployment" so views redraw through store.stamp() like any other.
 //
+// The dashboard builds it once from the whole run (loadRun: loaded.overview's request, step, banks and deployment
+// tables, in the run's order), so the lanes, step mix and histograms are drawn whole before play and never redrawn
+// per frame; fed frame by frame (a run without an overview, tests/frontend) it grows as the run plays.
+//
 // Times: a step lasts dur_us for one layer and model_dur_us for the whole model (what a client sees). The engine
 // places steps on the event clock either a whole-model step apart (the next step starts model_dur_us later:
 // the clock already is the client's) or one layer apart (the clock is one layer's). `toModelUs` maps event time
@@ -28,6 +32,7 @@ export class Request {
     this.firstToken = null; // timeline µs
     this.finished = null;
     this.preemptions = 0;
+    this.preemptAt = new Set(); // event times of its preemptions (the bank map tells a preemption's frees by them)
     this.state = "waiting";
     this.since = e.t_us; // start of the open segment
     this.segments = []; // closed: {state, t0, t1}
@@ -69,6 +74,7 @@ export class ServingState {
     this.order = []; // ids in arrival order (one lane each)
     this.steps = []; // step events, by start time
     this.deployment = null;
+    this.whole = false; // true when built from the whole run (loadRun)
     this.finishedCount = 0;
     this.preemptions = 0;
     this.stepOf = null; // cache for stepAt
@@ -86,18 +92,42 @@ export class ServingState {
     if (k.t.length > MAX_POINTS) for (const a of [k.t, k.used, k.free]) a.splice(0, a.length - MAX_POINTS);
   }
 
+  // The whole run at once, from a decoded overview run (store.main). False when the run has no serving events.
+  loadRun(run) {
+    this.clear();
+    this.whole = false;
+    this.lastReset = this.store.ver.reset || 0;
+    const evs = [];
+    for (const kind of ["request", "step", "banks", "deployment"]) for (const e of (run && run[kind]) || []) evs.push({ ...e, kind });
+    if (!evs.some((e) => e.kind === "request" || e.kind === "step")) return false;
+    evs.sort((a, b) => a.seq - b.seq); // the run's own order (ties in time matter)
+    this.ingest(evs);
+    this.whole = true;
+    for (const k of ["requests", "steps", "kvblocks", "deployment"]) this.store.bump(k);
+    return true;
+  }
+
   onFrame(frame) {
+    if (this.whole) return; // drawn from the whole run: frames add nothing
     const reset = this.store.ver.reset || 0;
     if (frame.reset || reset !== this.lastReset) {
       this.lastReset = reset;
       this.clear();
       this.store.bump("requests");
       this.store.bump("steps");
+      this.store.bump("kvblocks");
     }
+    const { req, step, kv } = this.ingest(frame.events);
+    if (req || step) this.store.bump("requests");
+    if (step) this.store.bump("steps");
+    if (kv || step) this.store.bump("kvblocks");
+  }
+
+  ingest(events) {
     let req = false;
     let step = false;
     let kv = false;
-    for (const e of frame.events) {
+    for (const e of events) {
       if (e.kind === "request") {
         this.onRequest(e);
         req = true;
@@ -112,9 +142,7 @@ export class ServingState {
         this.store.bump("deployment");
       }
     }
-    if (req || step) this.store.bump("requests");
-    if (step) this.store.bump("steps");
-    if (kv || step) this.store.bump("kvblocks");
+    return { req, step, kv };
   }
 
   get active() {
@@ -151,6 +179,7 @@ export class ServingState {
         break;
       case "preempted":
         r.preemptions += 1;
+        r.preemptAt.add(t);
         this.preemptions += 1;
         r.open("preempted", t);
         break;

@@ -45,9 +45,9 @@ export function decodeTable(tab) {
 }
 
 export function decodeRun(run) {
-  const out = { role: run.role, label: run.label, summary: run.summary };
+  const out = { role: run.role, label: run.label, summary: run.summary, clock: run.clock || "layer" };
   for (const [kind, tab] of Object.entries(run.tables || {})) out[kind] = decodeTable(tab);
-  for (const k of ["kernel", "phase", "chunk", "memory", "decode_step", "crc", "fault", "numerics", "page_alloc"]) out[k] = out[k] || [];
+  for (const k of ["kernel", "phase", "chunk", "memory", "decode_step", "crc", "fault", "numerics", "page_alloc", "request", "step"]) out[k] = out[k] || [];
   return out;
 }
 
@@ -72,8 +72,11 @@ export class Store {
     // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two
     const end = (r) => Math.max(0, ...r.kernel.map((k) => k.start_us + k.dur_us), ...r.decode_step.map((e) => e.t_us));
     this.extent = Math.max(this.duration, ...this.runs.map(end));
-    this.axis.load(this.extent, this.layers, oneOffSpans(this.runs));
+    // the main run's clock sets the axis (a serving run's is the whole model's: see axis.js)
+    const clock = this.main ? this.main.clock : "layer";
+    this.axis.load(this.extent, this.layers, oneOffSpans(this.runs), clock, clock === "model" ? this.main.step : []);
     this.bump("axis");
+    this.bump("run");
     this.clear();
   }
 
@@ -217,9 +220,11 @@ export class Store {
     this.ver[key] = (this.ver[key] || 0) + 1;
   }
 
-  // A stamp of the counters `keys` (plus resets): a view compares it with the one it last drew.
+  // A stamp of the counters `keys` (plus loads): a view compares it with the one it last drew. Views drawn from
+  // the whole run do not redraw when playback rebuilds its streamed state (a seek, play from the start: "reset");
+  // a view that reads streamed state names "reset" among its keys.
   stamp(keys) {
-    let s = `${this.ver.reset || 0}`;
+    let s = `${this.ver.run || 0}`;
     for (const k of keys) s += `:${this.ver[k] || 0}`;
     return s;
   }

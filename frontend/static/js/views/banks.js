@@ -311,7 +311,8 @@ export class BanksView {
     else if (e.kind === "alloc_fail") this.anims.push({ k, type: "all", color: FLASH.fail, start: now });
     else if (e.kind === "page_free" && e.request_id !== null && e.request_id !== undefined) {
       const r = this.serving && this.serving.requests.get(e.request_id);
-      const preempted = Boolean(r && r.state === "preempted");
+      // a preemption's frees happen when the request is preempted (the whole run's state is its last: ask its times)
+      const preempted = Boolean(r && (this.serving.whole ? r.preemptAt.has(e.t_us) : r.state === "preempted"));
       const color = preempted ? REQUEST_STATE.preempted : requestColor(e.request_id);
       e.banks.forEach((b, j) => this.anims.push({ k, type: "cell", b, s: e.slots[j], color, start: now, soft: !preempted }));
     }

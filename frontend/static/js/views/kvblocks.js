@@ -15,7 +15,8 @@ export class KvBlocksView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface: render(store, axis) (main.js); a third argument forces a redraw
+  render(_store = this.store, _axis = this.store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["kvblocks", "axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;

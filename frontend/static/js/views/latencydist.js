@@ -1,5 +1,6 @@
 // Latency distributions, as `vllm bench serve` reports them: TTFT, TPOT (first token excluded) and ITL
-// histograms in whole-model milliseconds, p50 and p99 marked, growing as requests finish; the SLA (sla_ms, a
+// histograms in whole-model milliseconds, p50 and p99 marked: the whole run's (drawn on load from the overview),
+// or growing as requests finish when fed frame by frame; the SLA (sla_ms, a
 // per-token latency target) drawn on TPOT and ITL. When the run ends, the server's summary figures appear beside
 // the ones computed here from the events (they should agree).
 
@@ -21,7 +22,8 @@ export class LatencyDistView {
     this.drawn = "";
   }
 
-  render(force = false) {
+  // the track interface: render(store, axis) (main.js); a third argument forces a redraw
+  render(_store = this.store, _axis = this.store.axis, force = false) {
     const stamp = this.store.stamp(["requests", "theme"]) + (this.store.ended ? ":end" : "");
     if (!force && stamp === this.drawn) return false;
     this.drawn = stamp;
@@ -35,7 +37,7 @@ export class LatencyDistView {
     const shapes = [];
     const annotations = [];
     const layout = plotLayout({ margin: { l: 40, r: 8, t: 20, b: 30 }, bargap: 0.05, hovermode: "closest" });
-    const summary = s.ended ? s.summary || {} : {};
+    const summary = s.ended || this.serving.whole ? s.summary || (s.main && s.main.summary) || {} : {};
     const info = [];
     PANES.forEach((p, i) => {
       const ax = i ? `${i + 1}` : "";
@@ -77,7 +79,7 @@ export class LatencyDistView {
     layout.shapes = shapes;
     layout.annotations = annotations;
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    this.info.textContent = `${info.join(" · ")} · whole model, simulated at full size`;
+    this.info.textContent = `${info.join(" · ")} · ${this.serving.whole ? "every request of the run, " : ""}whole model, simulated at full size`;
     return true;
   }
 }

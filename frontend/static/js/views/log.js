@@ -33,7 +33,7 @@ export class LogView {
   }
 
   render() {
-    const stamp = this.store.stamp(["log"]);
+    const stamp = this.store.stamp(["log", "reset"]);
     if (stamp === this.drawn) return false;
     this.drawn = stamp;
     const items = this.store.log.slice(-MAX_LINES).reverse();

@@ -1,6 +1,7 @@
 // Request lanes (a Gantt chart, one row per request in arrival order): waiting, prefill chunks (one bar per
 // step that computed some of its prompt), decode, preempted and recomputed, finished. The requests of the step
-// running now are outlined. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
+// running now are outlined while the lanes grow frame by frame; drawn from the whole run (the dashboard), the
+// lanes are drawn once and the shared cursor marks the time. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
 
 import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
 import { stepEnd } from "../serving.js";
@@ -40,7 +41,7 @@ export class RequestsView {
   traces() {
     const s = this.store;
     const sv = this.serving;
-    const now = s.t;
+    const now = sv.whole ? s.axis.extent[1] : s.t; // the whole run: every lane to its end
     const rows = sv.order.length;
     const h = Math.max(this.el.clientHeight - 40, 60);
     const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
@@ -72,7 +73,7 @@ export class RequestsView {
       }
     });
     const out = [];
-    const cur = sv.stepAt(now);
+    const cur = sv.whole ? null : sv.stepAt(now);
     if (cur && now <= stepEnd(cur) * 1.000001) {
       const hl = { x: [], y: [] };
       for (const id of cur.ids) {
@@ -101,8 +102,9 @@ export class RequestsView {
     return out;
   }
 
-  render(force = false) {
-    const stamp = this.store.stamp(["requests", "clock", "axis", "theme"]);
+  // the track interface: render(store, axis) (main.js); a third argument forces a redraw
+  render(_store = this.store, _axis = this.store.axis, force = false) {
+    const stamp = this.store.stamp(["requests", "axis", "theme", ...(this.serving.whole ? [] : ["clock"])]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
     this.drawn = stamp;
     this.el.dataset.axisDrawn = "1";
@@ -121,7 +123,8 @@ export class RequestsView {
     bindZoom(this.el, s);
     const running = sv.order.filter((id) => ["prefill", "decode", "recompute"].includes(sv.requests.get(id).state)).length;
     const waiting = sv.order.filter((id) => ["waiting", "preempted"].includes(sv.requests.get(id).state)).length;
-    this.info.textContent = `${sv.order.length} requests · ${running} running · ${waiting} waiting · ${sv.finishedCount} finished · ${sv.preemptions} preemptions`;
+    const now = sv.whole ? "whole run" : `${running} running · ${waiting} waiting`;
+    this.info.textContent = `${sv.order.length} requests · ${now} · ${sv.finishedCount} finished · ${sv.preemptions} preemptions`;
     return true;
   }
 }

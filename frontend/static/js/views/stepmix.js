@@ -35,7 +35,8 @@ export class StepMixView {
     return out;
   }
 
-  render(force = false) {
+  // the track interface: render(store, axis) (main.js); a third argument forces a redraw
+  render(_store = this.store, _axis = this.store.axis, force = false) {
     const stamp = this.store.stamp(["steps", "axis", "theme"]);
     if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
     this.drawn = stamp;

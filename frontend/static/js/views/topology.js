@@ -161,7 +161,7 @@ export class TopologyView {
     const s = this.store;
     const running = s.lastKernel ? s.lastKernel.phase : s.phase; // validate/idle phases keep the last graph
     const phase = this.mode === "auto" ? (running === "decode" ? "decode" : "prefill") : this.mode;
-    const stamp = `${s.stamp(["kernels", "phase"])}`;
+    const stamp = `${s.stamp(["kernels", "phase", "reset"])}`;
     const rs = `${s.ver.reset}:${s.ver.theme || 0}`;
     if (phase !== this.shown || rs !== this.resetSeen) {
       this.resetSeen = rs;

@@ -1,0 +1,68 @@
+"""frontend/static/js/axis.js under Node: the shared time axis reads the run's clock scope. A one-request run's
+clock is one layer's ("whole model" multiplies by the layer count); a serving run's is the whole model's ("whole
+model" is the clock itself, "one layer" shows each step's one-layer window back to back)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+JS = Path(__file__).resolve().parents[2] / "frontend" / "static" / "js"
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed (the browser tests cover the same code)")
+
+SCRIPT = """
+import { TimeAxis } from "%(url)s";
+const [clock, steps, ts] = JSON.parse(process.argv[1]);
+const ax = new TimeAxis();
+ax.load(%(extent)s, 94, [], clock, steps);
+const out = {};
+for (const units of ["model", "layer"]) {
+  ax.setUnits(units);
+  const back = ts.map((t) => ax.fromX(ax.toX(t)));
+  out[units] = { x: ts.map((t) => ax.toX(t) * ax.scale()), title: ax.title(), back };
+}
+console.log(JSON.stringify(out));
+"""
+
+# two engine steps on a whole-model clock: 100 µs of one layer inside a 9 500 µs model step, an idle gap
+STEPS = [
+    {"start_us": 0.0, "dur_us": 100.0, "model_dur_us": 9500.0},
+    {"start_us": 9500.0, "dur_us": 80.0, "model_dur_us": 7600.0},
+    {"start_us": 20000.0, "dur_us": 50.0, "model_dur_us": 4700.0},
+]
+
+
+def axis(clock: str, ts: list[float], extent: float = 24700.0) -> dict[str, Any]:
+    script = SCRIPT % {"url": (JS / "axis.js").as_uri(), "extent": extent}
+    arg = json.dumps([clock, STEPS if clock == "model" else [], ts])
+    proc = subprocess.run(
+        [NODE or "node", "--input-type=module", "-e", script, arg],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_a_whole_model_clock_is_not_multiplied_again_and_one_layer_shows_each_steps_layer() -> None:
+    ts = [0.0, 50.0, 100.0, 9500.0, 9580.0, 17100.0, 20000.0, 20050.0]
+    out = axis("model", ts)
+    assert out["model"]["x"] == pytest.approx(ts)  # the clock already is the whole model's
+    assert "whole model, 94 layers" in out["model"]["title"]
+    layer = out["layer"]["x"]
+    # one layer: each step's first dur_us at its true length, the rest of the step squeezed out, idle / 94
+    idle = (20000.0 - 17100.0) / 94
+    assert layer == pytest.approx([0.0, 50.0, 100.0, 100.0, 180.0, 180.0, 180.0 + idle, 230.0 + idle], abs=1e-3)
+    assert "one layer of each step" in out["layer"]["title"]
+    # x back to time inside the layer windows
+    assert out["layer"]["back"][1] == pytest.approx(50.0) and out["layer"]["back"][4] == pytest.approx(9580.0)
+
+
+def test_a_one_layer_clock_multiplies_by_the_layer_count() -> None:
+    out = axis("layer", [0.0, 10.0, 100.0], extent=100.0)
+    assert out["layer"]["x"] == pytest.approx([0.0, 10.0, 100.0])
+    assert out["model"]["x"] == pytest.approx([0.0, 940.0, 9400.0])
