@@ -24,6 +24,8 @@ call) and hardware/decode_attention_fit.py (published decode attention kernel ti
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from dataclasses import dataclass
 
@@ -126,6 +128,7 @@ def is_paged_decode(k: Kernel) -> bool:
     return k.kind == "attention" and k.attn is not None and k.attn.kv_heads > 0
 
 
+@functools.lru_cache(maxsize=4096)  # pure; a serving run asks again for each step's batch x context
 def num_splits_heuristic(blocks: int, num_sms: int, num_n_blocks: int, max_splits: int = MAX_SPLITS) -> int:
     """FlashAttention's split count (flash_api.cpp num_splits_heuristic): 1 when batch x heads already nearly fills
     the SMs; else the smallest split count whose wave efficiency is within 85% of the best (each extra split costs
@@ -376,6 +379,7 @@ ATTN_EFFICIENCY: dict[str, dict[tuple[bool, int], tuple[float, ...]]] = {
 }
 
 
+@functools.cache  # pure in (arch, mask, head_dim): a serving run prices attention thousands of times
 def _curve(arch: str, causal: bool, head_dim: int) -> tuple[float, ...]:
     """The published curve nearest in head_dim for this mask; a (mask, head_dim) pair no paper plots takes the
     other mask's curve at that head_dim times the causal/non-causal ratio measured at head_dim 128."""
@@ -401,7 +405,7 @@ def _at_seqlen(curve: tuple[float, ...], seqlen: float) -> float:
     if seqlen >= xs[-1]:
         return curve[-1]
     if seqlen >= xs[0]:
-        i = max(j for j in range(len(xs)) if xs[j] <= seqlen)
+        i = bisect.bisect_right(xs, seqlen) - 1  # the last published length <= seqlen
         f = math.log2(seqlen / xs[i])  # neighbouring lengths are a factor of 2 apart
         return curve[i] + f * (curve[i + 1] - curve[i])
     r = min(1.99, max(1.0, curve[1] / curve[0]))  # r = 2 (L + L0) / (2L + L0) at L = 512: solve for L0

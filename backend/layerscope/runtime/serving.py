@@ -17,6 +17,7 @@ timeline draws its first layer's kernels from start_us. Same spec and seed, the 
 
 from __future__ import annotations
 
+import gc
 import heapq
 from collections import deque
 from collections.abc import Callable
@@ -162,6 +163,7 @@ class ServingEngine:
         events = sorted(self.events, key=lambda e: e.t_us)  # stable: emission order breaks ties
         summary = self._summary(events)
         events.append(SummaryEvent(t_us=t, figures=summary))
+        _promote_to_oldest_generation()
         return events, summary
 
     def _emit(self, event: Any) -> None:
@@ -359,3 +361,15 @@ class ServingEngine:
         })
         out.update(deployment_summary(spec, self.placement))
         return out
+
+
+def _promote_to_oldest_generation() -> None:
+    """Hand the run's objects (its events, ~10 per request-step) to the collector's oldest generation.
+
+    The run allocates with the collector paused (gcpause.py), so every object it made is still in the youngest
+    generation, and the first young pass after the pause would traverse them all (~0.15 s of a 500-request
+    run's 2 s CPU, measured with gc.callbacks) to find them alive. freeze() then unfreeze() moves every tracked
+    object to the oldest generation without traversing it; cycles among them are still collected by the next
+    full pass."""
+    gc.freeze()
+    gc.unfreeze()

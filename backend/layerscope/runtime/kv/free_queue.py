@@ -36,9 +36,18 @@ class FreeQueueAllocator(KVAllocator):
         return None
 
     def allocate(self, owner: str, n: int, phase: Phase) -> PageGrant | None:
-        if n < 2 or self.hints.get(owner):
+        if self.hints.get(owner) or n < 1:
             return super().allocate(owner, n, phase)
         q, owners = self.free_queue, self.pool.owner
+        if n == 1:  # a decode's next block, most allocations of a serving run: the base loop without its bookkeeping
+            table = self.table(owner)
+            placed = self._place(owner, len(table), phase)
+            if placed is None:
+                return None
+            bank, slot, _ = placed
+            self.pool.take(owner, bank, slot, len(table))
+            table.append((bank, slot))
+            return PageGrant(logical=[len(table) - 1], banks=[bank], slots=[slot])
         banks: list[int] = []
         slots: list[int] = []
         while q and len(banks) < n:
