@@ -44,7 +44,7 @@ const query = new URLSearchParams(location.search);
 const store = new Store();
 // read by tests and benchmarks: animation frames, messages, Plotly redraws and their cost, frame delivery
 // delay (server created_ms to arrival, last 1000 frames), the longest main-thread task, exports
-const stats = { liveUpdates: 0, raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
+const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
 if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includes("longtask")) {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) stats.longestTaskMs = Math.max(stats.longestTaskMs, e.duration);
@@ -282,9 +282,6 @@ function loop(now) {
       break;
     }
   }
-  // a whole run's histograms grow with the cursor: a throttled Plotly.update of their bars, not a redraw
-  if (servingShown && !latdist.el.closest(".collapsed") && latdist.live(now)) stats.liveUpdates += 1;
-  if (servingShown && !requests.el.closest(".collapsed") && requests.live(now)) stats.liveUpdates += 1;
   for (const c of cursors) c.place(store.t, store.axis);
   requestAnimationFrame(loop);
 }

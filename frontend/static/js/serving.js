@@ -268,24 +268,7 @@ export class ServingState {
     r.tpotMs = r.output_len > 1 ? (e2el - ttft) / (r.output_len - 1) : NaN;
     if (Number.isFinite(r.tpotMs)) this.lat.tpot.push(r.tpotMs);
     this.lat.e2el.push(e2el);
-    r.itlMs = [];
-    for (let i = 1; i < r.tokens.length; i++) r.itlMs.push((this.tokenUs(r.tokens[i]) - this.tokenUs(r.tokens[i - 1])) / 1e3);
-    this.lat.itl.push(...r.itlMs);
-  }
-
-  // Latencies (whole-model ms) of the requests finished at or before timeline time t: what the histograms show
-  // while a whole run plays (they grow as requests finish). n: how many requests that is.
-  finishedBy(t) {
-    const out = { n: 0, ttft: [], tpot: [], itl: [], e2el: [] };
-    for (const r of this.requests.values()) {
-      if (r.finished === null || r.finished > t) continue;
-      out.n += 1;
-      if (Number.isFinite(r.ttftMs)) out.ttft.push(r.ttftMs);
-      if (Number.isFinite(r.tpotMs)) out.tpot.push(r.tpotMs);
-      out.e2el.push(r.e2elMs);
-      out.itl.push(...r.itlMs);
-    }
-    return out;
+    for (let i = 1; i < r.tokens.length; i++) this.lat.itl.push((this.tokenUs(r.tokens[i]) - this.tokenUs(r.tokens[i - 1])) / 1e3);
   }
 
   // The step running at timeline time t (its start <= t), or null.
@@ -302,9 +285,9 @@ export class ServingState {
     return st[lo];
   }
 
-  // Distribution figures of one latency list (default: every recorded one): n, p50, p99, mean (whole-model ms).
-  stats(name, values = this.lat[name]) {
-    const v = [...values].sort((a, b) => a - b);
+  // Distribution figures of one latency list: n, p50, p99, mean (whole-model ms).
+  stats(name) {
+    const v = [...this.lat[name]].sort((a, b) => a - b);
     const mean = v.length ? v.reduce((a, b) => a + b, 0) / v.length : NaN;
     return { n: v.length, p50: percentile(v, 0.5), p99: percentile(v, 0.99), mean, sorted: v };
   }

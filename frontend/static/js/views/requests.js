@@ -1,7 +1,7 @@
 // Request lanes (a Gantt chart, one row per request in arrival order): waiting, prefill chunks (one bar per
 // step that computed some of its prompt), decode, preempted and recomputed, finished. The requests of the step
 // running now are outlined while the lanes grow frame by frame; drawn from the whole run (the dashboard), the
-// lanes are drawn once, the shared cursor marks the time and the outline follows it (a throttled restyle). Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
+// lanes are drawn once and the shared cursor marks the time. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
 
 import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
 import { stepEnd } from "../serving.js";
@@ -11,7 +11,6 @@ const LABEL = {
   waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
   recompute: "recompute chunk",
 };
-const LIVE_MS = 250; // at most 4 highlight moves a second while the cursor moves
 const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v >= 100 ? 0 : 2)} ms` : "–");
 
 export class RequestsView {
@@ -74,10 +73,16 @@ export class RequestsView {
       }
     });
     const out = [];
-    const cur = this.current();
-    this.hlStep = cur;
-    if (cur || sv.whole) {
-      const hl = this.highlight(cur, minW);
+    const cur = sv.whole ? null : sv.stepAt(now);
+    if (cur && now <= stepEnd(cur) * 1.000001) {
+      const hl = { x: [], y: [] };
+      for (const id of cur.ids) {
+        const row = sv.order.indexOf(id);
+        if (row < 0) continue;
+        const a = ax.toX(cur.start);
+        hl.x.push(a, Math.max(ax.toX(stepEnd(cur)), a + minW), null);
+        hl.y.push(row, row, null);
+      }
       out.push({
         type: "scatter", mode: "lines", name: "current step", meta: "current-step", x: hl.x, y: hl.y,
         line: { color: THEME.bright, width: width + 5 }, opacity: 0.5, hoverinfo: "skip", connectgaps: false,
@@ -95,42 +100,6 @@ export class RequestsView {
       hovertemplate: "%{text}<extra></extra>",
     });
     return out;
-  }
-
-  // The step running at the cursor (null between steps): its requests are outlined.
-  current() {
-    const sv = this.serving;
-    const cur = sv.stepAt(this.store.t);
-    return cur && this.store.t <= stepEnd(cur) * 1.000001 ? cur : null;
-  }
-
-  // The outline of step cur's requests on their lanes (a bar per request, at least minW wide).
-  highlight(cur, minW) {
-    const sv = this.serving;
-    const ax = this.store.axis;
-    const hl = { x: [], y: [] };
-    for (const id of cur ? cur.ids : []) {
-      const row = sv.order.indexOf(id);
-      if (row < 0) continue;
-      const a = ax.toX(cur.start);
-      hl.x.push(a, Math.max(ax.toX(stepEnd(cur)), a + minW), null);
-      hl.y.push(row, row, null);
-    }
-    return hl;
-  }
-
-  // A whole run's lanes are drawn once; the current step's outline (trace 0) follows the cursor: a Plotly.restyle
-  // of that trace alone, at most every LIVE_MS and only when the step changed. True when it updated the plot.
-  live(now) {
-    if (!this.serving.whole || !this.el._fullLayout || now - (this.liveAt || -Infinity) < LIVE_MS) return false;
-    const cur = this.current();
-    if (cur === this.hlStep) return false;
-    this.liveAt = now;
-    this.hlStep = cur;
-    const [x0, x1] = this.store.axis.shown();
-    const hl = this.highlight(cur, ((x1 - x0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5);
-    Plotly.restyle(this.el, { x: [hl.x], y: [hl.y] }, [0]);
-    return true;
   }
 
   // the track interface: render(store, axis) (main.js); a third argument forces a redraw
