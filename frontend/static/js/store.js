@@ -52,6 +52,15 @@ export function decodeRun(run) {
 }
 
 export class Store {
+  // A track redraws when its stamp moved, when forced, or when cursor.js cleared its element's axisDrawn mark
+  // (Plotly moved the range itself); it records what it drew.
+  redrawDue(view, stamp, force = false) {
+    if (!force && stamp === view.drawn && view.el.dataset.axisDrawn) return false;
+    view.drawn = stamp;
+    view.el.dataset.axisDrawn = "1";
+    return true;
+  }
+
   constructor() {
     this.ver = {}; // a counter per kind of change; a view redraws when the counters it reads moved
     this.listeners = [];

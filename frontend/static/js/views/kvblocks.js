@@ -19,9 +19,7 @@ export class KvBlocksView {
   render(_store = this.store, _axis = this.store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["kvblocks", "axis", "theme"]);
-    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
-    this.drawn = stamp;
-    this.el.dataset.axisDrawn = "1";
+    if (!this.store.redrawDue(this, stamp, force)) return false;
     const k = this.serving.kv;
     const ax = s.axis;
     const X = (ts) => ts.map((t) => ax.toX(t)); // new arrays: Plotly.react sees an array mutated in place as unchanged

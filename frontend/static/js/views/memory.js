@@ -23,9 +23,7 @@ export class MemoryView {
   render(store = this.store, axis = store.axis, force = false) {
     const s = this.store;
     const stamp = s.stamp(["axis", "theme"]);
-    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
-    this.drawn = stamp;
-    this.el.dataset.axisDrawn = "1";
+    if (!this.store.redrawDue(this, stamp, force)) return false;
     const ax = s.axis;
     const traces = [];
     let minFree = Infinity;

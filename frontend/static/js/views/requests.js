@@ -105,9 +105,7 @@ export class RequestsView {
   // the track interface: render(store, axis) (main.js); a third argument forces a redraw
   render(_store = this.store, _axis = this.store.axis, force = false) {
     const stamp = this.store.stamp(["requests", "axis", "theme", ...(this.serving.whole ? [] : ["clock"])]);
-    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
-    this.drawn = stamp;
-    this.el.dataset.axisDrawn = "1";
+    if (!this.store.redrawDue(this, stamp, force)) return false;
     const s = this.store;
     const sv = this.serving;
     const rows = Math.max(sv.order.length, 1);

@@ -38,9 +38,7 @@ export class StepMixView {
   // the track interface: render(store, axis) (main.js); a third argument forces a redraw
   render(_store = this.store, _axis = this.store.axis, force = false) {
     const stamp = this.store.stamp(["steps", "axis", "theme"]);
-    if (!force && stamp === this.drawn && this.el.dataset.axisDrawn) return false;
-    this.drawn = stamp;
-    this.el.dataset.axisDrawn = "1";
+    if (!this.store.redrawDue(this, stamp, force)) return false;
     const s = this.store;
     const ax = s.axis;
     const steps = this.visible();
