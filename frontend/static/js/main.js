@@ -44,7 +44,7 @@ const query = new URLSearchParams(location.search);
 const store = new Store();
 // read by tests and benchmarks: animation frames, messages, Plotly redraws and their cost, frame delivery
 // delay (server created_ms to arrival, last 1000 frames), the longest main-thread task, exports
-const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
+const stats = { liveDraws: 0, raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
 if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includes("longtask")) {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) stats.longestTaskMs = Math.max(stats.longestTaskMs, e.duration);
@@ -282,6 +282,9 @@ function loop(now) {
       break;
     }
   }
+  // what moves with the cursor in the serving views (the histograms' finished set, the step's lanes) is drawn on
+  // canvases over their plots, only when it changed: no Plotly call per cursor move (bench/README.md)
+  if (servingShown) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
   for (const c of cursors) c.place(store.t, store.axis);
   requestAnimationFrame(loop);
 }
