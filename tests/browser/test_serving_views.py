@@ -89,8 +89,9 @@ def canvas_hash(page: Any) -> str:
     return hashlib.sha256(page.js("document.getElementById('banks-canvas').toDataURL()").encode()).hexdigest()
 
 
-def now_line(page: Any, plot: str) -> str:
-    return page.js(f"document.getElementById('{plot}').parentElement.querySelector('.now-line').style.transform")
+def now_line(page: Any, plot: str) -> float | None:
+    """Where the plot's time cursor is drawn (css px from the plot area's left; None when not shown)."""
+    return page.js(f"{LS}.cursors.find(c => c.plot.id === '{plot}').px")
 
 
 def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cursor_moves_over_them(fpage) -> None:

@@ -4,27 +4,44 @@
 // full relayout: bench/README.md "Serving views"). Pointer events pass through to the plot (its hover stays).
 
 export class PlotOverlay {
-  constructor(plotEl) {
+  // top: above every other overlay of the plot (the time cursor), else right above the plot
+  constructor(plotEl, { top = false } = {}) {
     this.plot = plotEl;
     this.canvas = document.createElement("canvas");
     this.canvas.className = "plot-overlay";
     this.ctx = this.canvas.getContext("2d");
     plotEl.parentElement.style.position = "relative";
-    plotEl.after(this.canvas); // before the time cursor's line (appended later), so the line stays on top
+    if (top) plotEl.parentElement.append(this.canvas);
+    else plotEl.after(this.canvas);
     this.size = "";
+    this.pos = null; // the plot's offset in its panel, read at most once a second (a read can force a layout)
+    this.posAt = -Infinity;
+    new ResizeObserver(() => (this.pos = null)).observe(plotEl.parentElement);
   }
 
-  // The plot's full layout once it is drawn and shown, else null.
+  // The plot's full layout once it is drawn, else null. Reads no layout (Plotly's own figures only).
   layout() {
     const fl = this.plot._fullLayout;
-    return fl && fl._size && this.plot.isConnected && this.plot.offsetParent ? fl : null;
+    return fl && fl._size && fl.width && this.plot.isConnected ? fl : null;
   }
 
-  // A key of what the drawing depends on from the plot's side: its size, margins and axis ranges.
+  // Where the plot sits in its panel (css px): cached, refreshed on a resize and at most once a second.
+  offset() {
+    const now = performance.now();
+    if (!this.pos || now - this.posAt > 1000) {
+      const p = { left: this.plot.offsetLeft, top: this.plot.offsetTop };
+      if (!this.pos || p.left !== this.pos.left || p.top !== this.pos.top) this.pos = p;
+      this.posAt = now;
+    }
+    return this.pos;
+  }
+
+  // A key of what the drawing depends on from the plot's side: its size, place, margins and axis ranges.
   geometry(axes) {
     const fl = this.layout();
     if (!fl) return "none";
-    let k = `${this.plot.clientWidth}x${this.plot.clientHeight}:${this.plot.offsetLeft},${this.plot.offsetTop}`;
+    const o = this.offset();
+    let k = `${fl.width}x${fl.height}:${o.left},${o.top}`;
     for (const a of axes) {
       const ax = fl[a];
       k += ax ? `:${ax.range}:${ax._length}:${ax._offset}` : ":-";
@@ -40,27 +57,23 @@ export class PlotOverlay {
       c.style.display = "none";
       return null;
     }
-    const w = this.plot.clientWidth;
-    const h = this.plot.clientHeight;
+    const w = fl.width;
+    const h = fl.height;
     const dpr = window.devicePixelRatio || 1;
-    const size = `${w}x${h}@${dpr}:${this.plot.offsetLeft},${this.plot.offsetTop}`;
+    const o = this.offset();
+    const size = `${w}x${h}@${dpr}:${o.left},${o.top}`;
     if (size !== this.size) {
       this.size = size;
       c.width = Math.max(1, Math.round(w * dpr));
       c.height = Math.max(1, Math.round(h * dpr));
       c.style.width = `${w}px`;
       c.style.height = `${h}px`;
-      c.style.transform = `translate(${this.plot.offsetLeft}px, ${this.plot.offsetTop}px)`;
+      c.style.left = `${o.left}px`;
+      c.style.top = `${o.top}px`;
     }
-    c.style.display = "block";
+    if (c.style.display !== "block") c.style.display = "block";
     this.ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     this.ctx.clearRect(0, 0, w, h);
     return this.ctx;
-  }
-
-  // css px inside the plot of a data point on axis pair (xa, ya) of the full layout, e.g. ("xaxis2", "yaxis2")
-  px(fl, xa, x) {
-    const a = fl[xa];
-    return a._offset + a.l2p(x);
   }
 }
