@@ -175,6 +175,10 @@ def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cu
     assert plot_points(p, "requests-plot", "finished") == n
     info = p.js("document.getElementById('requests-info').textContent")
     assert f"{n} finished" in info and "1 preemptions" in info
+    # every request finished and freed its KV: the bank map says so beside the run's peak (its bank snapshots)
+    peak = p.js(f"Math.max(...{STORE}.main.banks.map(b => b.used.reduce((a, c) => a + c, 0)))")
+    assert peak > 0
+    assert f"· 0 pages in use (run peak {peak:,})" in p.js("document.getElementById('banks-info').textContent")
     # the comm stream has its own timeline row; zoomed in, the step boundaries show
     assert "comm" in p.js("document.getElementById('timeline-plot').layout.yaxis.categoryarray")
     p.js("Plotly.relayout('timeline-plot', {'xaxis.range': [0, 300]})")
