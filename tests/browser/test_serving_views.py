@@ -213,8 +213,11 @@ def test_latency_histograms_grow_with_the_cursor_to_the_requests_finished_by_the
         assert figs["panes"]["itl"]["n"] == gaps
         info = p.js("document.getElementById('latdist-info').textContent")
         assert f"{want} of {n} requests finished by the cursor" in info
-        seen.append((figs, overlay_hash(p, "latdist-plot")))
-    (a, ha), (b, hb) = seen
+        with p.page.expect_download() as dl:
+            p.page.get_by_test_id("export-latency-dist-png").click()
+        seen.append((figs, overlay_hash(p, "latdist-plot"), Path(dl.value.path()).read_bytes()))
+    (a, ha, png_a), (b, hb, png_b) = seen
+    assert png_a[:8] == b"\x89PNG\r\n\x1a\n" and png_a != png_b  # the panel's picture shows the bars of its time
     assert a["n"] == 3 and b["n"] == n - 2
     for key in ("ttft", "tpot", "itl"):  # every bin grows or stays: the set only gained requests
         assert all(y >= x for x, y in zip(a["panes"][key]["counts"], b["panes"][key]["counts"], strict=True))

@@ -9,6 +9,7 @@ export class PlotOverlay {
     this.plot = plotEl;
     this.canvas = document.createElement("canvas");
     this.canvas.className = "plot-overlay";
+    this.canvas.dataset.plot = plotEl.id; // a panel's picture (export.js) lays its plot's overlays over it
     this.ctx = this.canvas.getContext("2d");
     plotEl.parentElement.style.position = "relative";
     if (top) plotEl.parentElement.append(this.canvas);
