@@ -1,7 +1,8 @@
 // Wiring: one connection, one store (events + the shared time axis), the views, and one render loop that
 // coalesces every update into at most one redraw per animation frame. The time plots draw the whole run
 // (loaded.overview) and redraw only when the axis, units or theme change; during playback only the cursor
-// (a CSS line), the bank map, the topology and the log move, so playback stays cheap.
+// (a canvas over each time plot), the serving views' overlays, the bank map, the topology and the log move, so
+// playback stays cheap.
 
 import { CELL, PHASE, setTheme } from "./colors.js";
 import { Controls } from "./controls.js";
