@@ -86,6 +86,50 @@ V = [
              {"duration": 137.30, "mean_ttft_ms": 267.22, "median_ttft_ms": 300.05, "mean_tpot_ms": 13.18,
               "median_tpot_ms": 13.17, "total_token_throughput": 2226.78}),
 ]
+# [GA] GPUStack performance lab, Qwen3-235B-A22B-Instruct-2507 on 8 x A100 SXM 80GB, vLLM v0.11.0, `vllm serve
+# Qwen/Qwen3-235B-A22B-Instruct-2507 -tp 8` (bf16; the A100's fp8 runs are Marlin w8a16, not modelled), `vllm bench
+# serve --dataset-name random`, every prompt at once, no --ignore-eos (82-99% of the requested output tokens).
+# Its 1000 x 128/4 case is left out, as [G] leaves it out: a TPOT over 3 tokens says which steps they fell in
+# (simulated 445 ms median against 158 measured; bench/validation_sources.md).
+GA = [
+    Measured("GA", f"Qwen3-235B 8xA100 bf16 tp8, {n} x {isl}/{osl}", "qwen3-235b-a22b", "a100-80g-sxm",
+             SYNC | {"tp": 8}, {"num_requests": n, "input_len": isl, "output_len": osl},
+             {"duration": dur, "median_ttft_ms": ttft, "median_tpot_ms": tpot, "mean_tpot_ms": mtpot,
+              "total_token_throughput": tput}, G_SCHED)
+    for n, isl, osl, dur, ttft, tpot, mtpot, tput in [
+        (500, 2000, 100, 112.15, 54532.60, 208.61, 190.79, 9342.67),
+        (500, 4000, 200, 255.70, 121615.01, 220.33, 205.64, 8170.72),
+        (100, 32000, 100, 481.89, 240137.10, 307.94, 298.86, 6657.49),
+    ]
+]
+# [S] SGLang cookbook, docs/Qwen/Qwen3.md "5.1 Speed Benchmark" (sgl-project/sgl-cookbook): SGLang 0.5.6 on 8 x B200,
+# `python -m sglang.launch_server --model Qwen/Qwen3-235B-A22B --tp 8` (bf16), `python3 -m sglang.bench_serving
+# --backend sglang --dataset-name random --random-input-len I --random-output-len O --num-prompts N
+# --max-concurrency C`. SGLang's random dataset draws each length uniform in [1, L] (its --random-range-ratio
+# defaults to 0) and ignores EOS by default (retokenized counts match): here mean L/2 and range ratio 1. SGLang's
+# defaults on a >= 160 GB GPU: chunked prefill 16384 tokens, overlap scheduling on, radix (prefix) cache on.
+# Duration is left out at concurrency 1: 10 requests' drawn lengths decide it (the measured run generated 4,210
+# tokens where uniform [1, 1000] averages 5,005), not the engine.
+S_DEPLOY = {"tp": 8, "async_scheduling": True}
+S_SCHED = {"max_num_seqs": 1024, "max_num_batched_tokens": 16384}
+S = [
+    Measured("S", f"Qwen3-235B 8xB200 bf16 tp8 SGLang, {name} {isl}/{osl}, conc {c}", "qwen3-235b-a22b", "b200",
+             S_DEPLOY, {"num_requests": n, "input_len": isl // 2, "output_len": osl // 2, "range_ratio": 1.0,
+                        "max_concurrency": c},
+             {"median_ttft_ms": ttft, "mean_tpot_ms": mtpot, "median_tpot_ms": tpot}
+             | ({"duration": dur} if c > 1 else {}), S_SCHED)
+    for name, isl, osl, c, n, dur, ttft, mtpot, tpot in [
+        ("chat", 1000, 1000, 1, 10, 44.16, 65.22, 10.27, 10.28),
+        ("chat", 1000, 1000, 16, 80, 48.01, 76.69, 15.88, 15.72),
+        ("chat", 1000, 1000, 100, 500, 86.32, 98.25, 30.52, 31.62),
+        ("reasoning", 1000, 8000, 1, 10, 461.12, 64.99, 10.33, 10.34),
+        ("reasoning", 1000, 8000, 16, 80, 340.59, 72.43, 14.83, 14.90),
+        ("reasoning", 1000, 8000, 64, 320, 534.33, 86.55, 23.22, 23.49),
+        ("summarization", 8000, 1000, 1, 10, 45.24, 147.35, 10.38, 10.39),
+        ("summarization", 8000, 1000, 16, 80, 53.01, 182.46, 17.46, 17.41),
+        ("summarization", 8000, 1000, 64, 320, 103.23, 215.93, 35.36, 36.07),
+    ]
+]
 # vLLM V1 serves with automatic prefix caching on unless --no-enable-prefix-caching (no report passes it): a
 # preempted request finds its computed blocks again in the cache instead of recomputing its whole prompt.
 V1_SCHEDULER = {"prefix_caching": True}
@@ -122,13 +166,35 @@ def sweep_point_speed(runs: int = 3) -> float:
     return statistics.median(times)
 
 
+SOURCES = {"T": T, "V": V, "G": G, "GA": GA, "S": S}
+
+
+def tpot_growth(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Median TPOT at each concurrency over the same workload at concurrency 1, measured and simulated ([S] sweeps)."""
+    tpot = {r["case"]: r for r in rows if r["metric"] == "median_tpot_ms" and ", conc " in r["case"]}
+    out = []
+    for case, r in tpot.items():
+        base = tpot.get(case.rsplit(", conc ", 1)[0] + ", conc 1")
+        if base is None or base is r:
+            continue
+        measured, simulated = r["measured"] / base["measured"], r["simulated"] / base["simulated"]
+        out.append({"case": case, "measured_growth": round(measured, 2), "simulated_growth": round(simulated, 2),
+                    "rel_error": round(simulated / measured - 1, 3)})
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="the one-GPU rows only")
+    p.add_argument("--sources", default=",".join(SOURCES), help=f"comma-separated keys of {sorted(SOURCES)}")
     args = p.parse_args()
-    rows = run(T if args.quick else T + V + G)
+    keys = ["T"] if args.quick else [k.strip() for k in args.sources.split(",") if k.strip()]
+    unknown = sorted(set(keys) - set(SOURCES))
+    if unknown:
+        p.error(f"unknown source {', '.join(unknown)}; known: {', '.join(SOURCES)}")
+    rows = run([m for k in keys for m in SOURCES[k]])
     tpot = [abs(r["rel_error"]) for r in rows if r["metric"] in ("median_tpot_ms", "mean_tpot_ms")]
-    print(json.dumps({"bench": "validation", "rows": rows,
+    print(json.dumps({"bench": "validation", "rows": rows, "tpot_growth": tpot_growth(rows),
                       "tpot_abs_error_median": round(statistics.median(tpot), 3),
                       "sweep_point_64_requests_wall_s": round(sweep_point_speed(), 3)}))
 
