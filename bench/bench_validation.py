@@ -91,15 +91,19 @@ V = [
 # serve --dataset-name random`, every prompt at once, no --ignore-eos (82-99% of the requested output tokens).
 # Its 1000 x 128/4 case is left out, as [G] leaves it out: a TPOT over 3 tokens says which steps they fell in
 # (simulated 445 ms median against 158 measured; bench/validation_sources.md).
+# On an A100 vLLM V1's OpenAI server defaults to max_num_batched_tokens 2048 and max_num_seqs 256 (arg_utils.py:
+# the larger 8192 / 1024 are for >= 70 GiB GPUs whose name lacks "a100", "Setting large max_num_batched_tokens for
+# A100 reduces throughput, see PR #17885"). Lengths: the report's totals over its requests, as in [G].
+GA_SCHED = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
 GA = [
-    Measured("GA", f"Qwen3-235B 8xA100 bf16 tp8, {n} x {isl}/{osl}", "qwen3-235b-a22b", "a100-80g-sxm",
+    Measured("GA", f"Qwen3-235B 8xA100 bf16 tp8, {n} x {label}", "qwen3-235b-a22b", "a100-80g-sxm",
              SYNC | {"tp": 8}, {"num_requests": n, "input_len": isl, "output_len": osl},
              {"duration": dur, "median_ttft_ms": ttft, "median_tpot_ms": tpot, "mean_tpot_ms": mtpot,
-              "total_token_throughput": tput}, G_SCHED)
-    for n, isl, osl, dur, ttft, tpot, mtpot, tput in [
-        (500, 2000, 100, 112.15, 54532.60, 208.61, 190.79, 9342.67),
-        (500, 4000, 200, 255.70, 121615.01, 220.33, 205.64, 8170.72),
-        (100, 32000, 100, 481.89, 240137.10, 307.94, 298.86, 6657.49),
+              "median_itl_ms": itl, "total_token_throughput": tput}, GA_SCHED)
+    for n, label, isl, osl, dur, ttft, tpot, mtpot, itl, tput in [
+        (500, "2000/100", 1996, 99, 112.15, 54532.60, 208.61, 190.79, 208.52, 9342.67),
+        (500, "4000/200", 3996, 183, 255.70, 121615.01, 220.33, 205.64, 239.57, 8170.72),
+        (100, "32000/100", 32000, 82, 481.89, 240137.10, 307.94, 298.86, 303.36, 6657.49),
     ]
 ]
 # [S] SGLang cookbook, docs/Qwen/Qwen3.md "5.1 Speed Benchmark" (sgl-project/sgl-cookbook): SGLang 0.5.6 on 8 x B200,
