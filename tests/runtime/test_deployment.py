@@ -181,3 +181,14 @@ def test_the_serving_pool_is_the_placements_kv_cache_with_no_second_workspace() 
     assert placement.kv_blocks - spec.banks < engine.kv.pool.num_pages <= placement.kv_blocks
     story = ServingEngine(spec.with_overrides({"free_hbm_gib": 10.0}))
     assert story.kv.pool.num_pages < int(10.0 * GiB // story.kv.page_bytes)  # a story's free HBM keeps its workspace
+
+
+def test_the_deployment_event_says_how_the_engine_schedules_and_budgets() -> None:
+    from layerscope.runtime.deployment import deployment_event
+
+    spec = ScenarioSpec(gpu="h200", deployment={"tp": 8, "async_scheduling": False,
+                                                "cuda_graph_memory_profiled": False})
+    assert spec.deployment is not None
+    ev = deployment_event(spec, place(QWEN, gpu("h200"), spec.deployment))
+    assert ev.async_scheduling is False and ev.cuda_graph_memory_profiled is False
+    assert ev.per_gpu.cuda_graph_gib == 0.0

@@ -317,7 +317,9 @@ def deployment_event(spec: ScenarioSpec, placement: Placement) -> DeploymentEven
     return DeploymentEvent.model_validate(dict(
         t_us=0.0, gpu=placement.gpu, num_gpus=placement.num_gpus, tp=dep.tp, ep=dep.ep, moe_tp=dep.moe_tp,
         weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype, gpu_memory_utilization=dep.gpu_memory_utilization,
-        cuda_graphs=dep.cuda_graphs, max_model_len=placement.max_model_len, per_gpu=placement.per_gpu()))
+        cuda_graphs=dep.cuda_graphs, async_scheduling=dep.async_scheduling,
+        cuda_graph_memory_profiled=dep.cuda_graph_memory_profiled, max_model_len=placement.max_model_len,
+        per_gpu=placement.per_gpu()))
 
 
 def deployment_summary(spec: ScenarioSpec, placement: Placement | None) -> dict[str, float | int | str]:
