@@ -265,6 +265,8 @@ class DeploymentEvent(_Event):
     kv_dtype: str
     gpu_memory_utilization: float
     cuda_graphs: bool
+    async_scheduling: bool
+    cuda_graph_memory_profiled: bool
     max_model_len: int
     per_gpu: DeploymentPerGpu
 

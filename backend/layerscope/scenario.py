@@ -166,6 +166,11 @@ class DeploymentSpec(Strict):
     kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache precision (vLLM --kv-cache-dtype)")
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="share of GPU memory vLLM may use")
     cuda_graphs: bool = Field(True, description="decode steps replay CUDA graphs (vLLM's default; off = eager)")
+    cuda_graph_memory_profiled: bool = Field(
+        True, description="the KV budget leaves room for the CUDA graph pool (vLLM's default since v0.21.0, "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; before, graphs were captured after the KV cache was sized, outside "
+        "the budget)"
+    )
     async_scheduling: bool = Field(
         True, description="the engine schedules step N+1 while step N runs (vLLM --async-scheduling: opt-in up to "
         "v0.11, the default since; off = the host's step work is exposed between steps)"

@@ -81,6 +81,8 @@ class DeploymentEvent(_E):
     kv_dtype: str
     gpu_memory_utilization: float
     cuda_graphs: bool
+    async_scheduling: bool
+    cuda_graph_memory_profiled: bool
     max_model_len: int
     per_gpu: dict[str, float]
 
@@ -138,7 +140,8 @@ def fake_serving(spec: ScenarioSpec) -> FakeServingResult:
     out: list[Any] = [
         DeploymentEvent(
             t_us=0.0, gpu=spec.gpu, num_gpus=8, tp=8, ep=1, moe_tp=8, weight_dtype="bf16", kv_dtype="bf16",
-            gpu_memory_utilization=0.9, cuda_graphs=True, max_model_len=4096,
+            gpu_memory_utilization=0.9, cuda_graphs=True, async_scheduling=True, cuda_graph_memory_profiled=True,
+            max_model_len=4096,
             per_gpu={"capacity_gib": 139.8, "weights_gib": 54.8, "activation_gib": 3.1, "cuda_graph_gib": 0.6,
                      "non_torch_gib": 0.4, "kv_cache_gib": 66.9, "kv_tokens": 358_000.0,
                      "kv_bytes_per_token": 196_608.0, "max_concurrency": 87.4},

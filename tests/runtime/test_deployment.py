@@ -52,9 +52,15 @@ def test_placement_matches_a_hand_computation() -> None:
     # KV: one KV head of 128, K and V, bf16, 94 layers.
     assert p.kv_bytes_per_token == 94 * 2 * 128 * 2 == 48128
     # Activation peak at 8192 tokens: hidden + residual, fused_moe caches for top-8 (384 + 192 + 4096 wide), fp32
-    # router logits; the sampler's three fp32 [256, 151936] copies.
-    act = 2 * 8192 * 4096 * 2 + 8192 * 8 * (384 + 192 + 4096) * 2 + 8192 * 128 * 4 + 3 * 256 * 151936 * 4
-    assert p.activation_bytes == act
+    # router logits; then (the forward's activations freed) the sampler's three fp32 [256, 151936] copies beside the
+    # hidden states: the larger of the two.
+    hidden = 2 * 8192 * 4096 * 2
+    forward = hidden + 8192 * 8 * (384 + 192 + 4096) * 2 + 8192 * 128 * 4
+    sampler = hidden + 3 * 256 * 151936 * 4
+    act = max(forward, sampler)
+    assert act == forward and p.activation_bytes == act
+    with_1024_seqs = place(QWEN, gpu("h200"), DeploymentSpec(tp=8), max_num_batched_tokens=8192, max_num_seqs=1024)
+    assert with_1024_seqs.activation_bytes == hidden + 3 * 1024 * 151936 * 4  # the sampler's peak is the larger
     budget = 0.9 * gpu("h200").memory_bytes
     kv = budget - weights - act - CUDA_GRAPH_GIB * GiB - NON_TORCH_GIB[2] * GiB
     assert p.kv_cache_bytes == pytest.approx(kv)
@@ -153,3 +159,36 @@ def test_host_time_is_exposed_without_async_scheduling() -> None:
     plan = ShardedRuntime(get_runtime("vllm"), DeploymentSpec(tp=8, async_scheduling=False), gpu_of("h200"), QWEN)
     host = [k for k in plan.outside_layer_kernels(local, [(1, 100)] * 64) if k.stream == "host"]
     assert len(host) == 1 and host[0].fixed_us == sync.host_us and "synchronous" in host[0].shapes
+
+
+def test_older_engines_keep_the_cuda_graph_pool_out_of_the_kv_budget() -> None:
+    profiled = place(QWEN, gpu("h200"), DeploymentSpec(tp=8))
+    older = place(QWEN, gpu("h200"), DeploymentSpec(tp=8, cuda_graph_memory_profiled=False))
+    assert older.cuda_graph_bytes == 0.0
+    assert older.kv_cache_bytes - profiled.kv_cache_bytes == pytest.approx(CUDA_GRAPH_GIB * GiB)
+
+
+def test_the_serving_pool_is_the_placements_kv_cache_with_no_second_workspace() -> None:
+    from layerscope.runtime.serving import ServingEngine
+
+    spec = ScenarioSpec(name="pool", gpu="h100-sxm", deployment={"tp": 8},
+                        workload={"num_requests": 2, "input_len": 64, "output_len": 2})
+    engine = ServingEngine(spec)
+    placement = engine.placement
+    assert placement is not None
+    # the profile run's activation peak is already out of the placement's KV cache: every block of it is a page
+    # (but the few that do not fill the last row of the bank map)
+    assert placement.kv_blocks - spec.banks < engine.kv.pool.num_pages <= placement.kv_blocks
+    story = ServingEngine(spec.with_overrides({"free_hbm_gib": 10.0}))
+    assert story.kv.pool.num_pages < int(10.0 * GiB // story.kv.page_bytes)  # a story's free HBM keeps its workspace
+
+
+def test_the_deployment_event_says_how_the_engine_schedules_and_budgets() -> None:
+    from layerscope.runtime.deployment import deployment_event
+
+    spec = ScenarioSpec(gpu="h200", deployment={"tp": 8, "async_scheduling": False,
+                                                "cuda_graph_memory_profiled": False})
+    assert spec.deployment is not None
+    ev = deployment_event(spec, place(QWEN, gpu("h200"), spec.deployment))
+    assert ev.async_scheduling is False and ev.cuda_graph_memory_profiled is False
+    assert ev.per_gpu.cuda_graph_gib == 0.0

@@ -40,7 +40,9 @@ FUSED_MOE_CHUNK = 32768
 NON_TORCH_GIB = {1: 1.79, 2: 3.58}
 # CUDA graph pool, profiled into the KV budget since vLLM v0.21 ("Estimated CUDA graph memory: X GiB total" for 51
 # piecewise + 35 full graphs): 0.52 GiB (Qwen3-8B, LMCache issue #3430), 1.62 GiB (Qwen3.5 MoE, vLLM PR #39559),
-# 0.09 GiB (27B at tp 2, few sizes). Taken as 0.5 GiB per GPU: an estimate from those logs.
+# 0.09 GiB (27B at tp 2, few sizes). Taken as 0.5 GiB per GPU: an estimate from those logs. Older engines captured
+# the graphs after sizing the KV cache, outside the budget ("CUDA graph memory profiling is enabled (default since
+# v0.21.0)", vLLM's startup log in gpustack/runner PR #251): DeploymentSpec.cuda_graph_memory_profiled=false.
 CUDA_GRAPH_GIB = 0.5
 SAMPLER_FP32_COPIES = 3  # logits, softmax probabilities, the top-k/top-p sort: fp32 [max_num_seqs, vocab] each
 ACT = 2.0  # bf16 activations
@@ -140,9 +142,12 @@ def activation_bytes(model: ModelConfig, local: ModelConfig, max_num_batched_tok
     else:
         mlp = t * 3 * local.intermediate_size * ACT
     attn = t * (local.q_dim + 2 * local.kv_dim + local.q_dim) * ACT
-    layer = 2 * t * h * ACT + max(mlp, attn)
+    hidden = 2 * t * h * ACT  # hidden states and residual
+    layer = hidden + max(mlp, attn)
     sampler = min(max_num_seqs, t) * model.vocab_size * 4.0 * SAMPLER_FP32_COPIES
-    return layer + sampler
+    # profile_run frees the forward's activations before _dummy_sampler_run(last_hidden_states)
+    # (vllm/v1/worker/gpu_model_runner.py): the peak is the larger of the two, not their sum
+    return max(layer, hidden + sampler)
 
 
 # -- placement ---------------------------------------------------------------------------------------------------
@@ -219,7 +224,7 @@ def place(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, max_num_batched_tok
         budget_bytes=budget,
         weights_bytes=weight_bytes_per_gpu(model, local),
         activation_bytes=activation_bytes(model, local, max_num_batched_tokens, max_num_seqs),
-        cuda_graph_bytes=CUDA_GRAPH_GIB * GiB if dep.cuda_graphs else 0.0,
+        cuda_graph_bytes=CUDA_GRAPH_GIB * GiB if dep.cuda_graphs and dep.cuda_graph_memory_profiled else 0.0,
         non_torch_bytes=NON_TORCH_GIB[min(dep.tp, 2)] * GiB,
         kv_bytes_per_token=kv_per_token,
         kv_blocks=0,
@@ -298,6 +303,12 @@ def kv_pool_bytes(spec: ScenarioSpec, placement: Placement | None) -> float:
     return DEFAULT_FREE_HBM_GIB * GiB
 
 
+def pool_workspace_bytes(spec: ScenarioSpec, placement: Placement | None, workspace: float) -> float:
+    """The activation workspace kept out of the KV pool: none where the placement sized the pool, whose
+    activation peak (vLLM's profile run) is already out of it; else the largest step's `workspace`."""
+    return 0.0 if spec.free_hbm_gib is None and placement is not None else workspace
+
+
 def deployment_event(spec: ScenarioSpec, placement: Placement) -> DeploymentEvent:
     from layerscope.events import DeploymentEvent
 
@@ -306,7 +317,9 @@ def deployment_event(spec: ScenarioSpec, placement: Placement) -> DeploymentEven
     return DeploymentEvent.model_validate(dict(
         t_us=0.0, gpu=placement.gpu, num_gpus=placement.num_gpus, tp=dep.tp, ep=dep.ep, moe_tp=dep.moe_tp,
         weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype, gpu_memory_utilization=dep.gpu_memory_utilization,
-        cuda_graphs=dep.cuda_graphs, max_model_len=placement.max_model_len, per_gpu=placement.per_gpu()))
+        cuda_graphs=dep.cuda_graphs, async_scheduling=dep.async_scheduling,
+        cuda_graph_memory_profiled=dep.cuda_graph_memory_profiled, max_model_len=placement.max_model_len,
+        per_gpu=placement.per_gpu()))
 
 
 def deployment_summary(spec: ScenarioSpec, placement: Placement | None) -> dict[str, float | int | str]:

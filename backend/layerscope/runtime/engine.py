@@ -46,7 +46,7 @@ from layerscope.runtime import actions
 from layerscope.runtime.actions import PoolActions
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.chunks import ChunkDecision, ChunkScheduler, path_bw_scale
-from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, scenario_placement
+from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, pool_workspace_bytes, scenario_placement
 from layerscope.runtime.faults import FaultPlan, FaultState, stale_pages
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
@@ -151,7 +151,7 @@ class _Engine:
             spec.banks,
             spec.allocator,
             self.free_start,
-            self._workspace(max(spec.chunk_size, spec.low_mem_chunk_size)),
+            pool_workspace_bytes(spec, self.placement, self._workspace(max(spec.chunk_size, spec.low_mem_chunk_size))),
         )
         self.faults = FaultPlan(spec.faults, spec.decode_steps)
         self.shadow = (

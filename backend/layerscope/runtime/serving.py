@@ -44,7 +44,13 @@ from layerscope.events import (
 from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.runtime.chunks import GIB, ChunkScheduler
-from layerscope.runtime.deployment import deployment_event, deployment_summary, kv_pool_bytes, scenario_placement
+from layerscope.runtime.deployment import (
+    deployment_event,
+    deployment_summary,
+    kv_pool_bytes,
+    pool_workspace_bytes,
+    scenario_placement,
+)
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
@@ -101,7 +107,7 @@ class ServingEngine:
                                      self.page_size)
         step_tokens = self._max_step_tokens()
         self.kv = KVManager(self.model, self.page_size, spec.banks, spec.allocator, self.free_start,
-                            workspace_bytes(self.model, step_tokens))
+                            pool_workspace_bytes(spec, self.placement, workspace_bytes(self.model, step_tokens)))
         # vLLM has no placement policy: its blocks come from one free queue. The allocator field is the article's.
         allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
         self.allocator_name = allocator.name

@@ -144,3 +144,15 @@ def test_compaction_stops_when_the_pool_has_no_room_elsewhere() -> None:
             pool.take("tenant", bank, slot, logical=2 * bank + slot)
     alloc = BankAwareAllocator(pool)
     assert alloc.compact(0, need=2) == [] and pool.num_free == 0
+
+
+def test_a_failed_allocation_hands_its_pages_back_to_the_free_queue() -> None:
+    from layerscope.runtime.kv.free_queue import FreeQueueAllocator
+
+    pool = BlockPool(2, 4)  # 8 pages
+    alloc = FreeQueueAllocator(pool)
+    assert alloc.reserve_hint("req0", 1, 0) is not None  # a hint sends allocate() down the base class's page loop
+    assert alloc.allocate("req0", 8, "prefill") is None  # 7 pages are free: it places 7, then rolls them back
+    assert pool.num_free == 7 and alloc.table("req0") == []
+    grant = alloc.allocate("req1", 7, "prefill")  # every one of them can still be handed out
+    assert grant is not None and len(set(zip(grant.banks, grant.slots, strict=True))) == 7

@@ -102,10 +102,12 @@ class KVAllocator(ABC):
         return grant
 
     def _rollback(self, owner: str, grant: PageGrant) -> None:
-        # Migrations already done stay done (data was moved, ownership is consistent); pages are returned.
+        # Migrations already done stay done (data was moved, ownership is consistent); pages are returned, and a
+        # policy with its own free list hears of them (else they would never be handed out again).
         table = self.table(owner)
         for bank, slot in zip(reversed(grant.banks), reversed(grant.slots), strict=True):
             self.pool.release(bank, slot)
+            self.released(bank, slot)
             table.pop()
 
     def reserve_hint(self, owner: str, n: int, first_decode_page: int) -> tuple[int, int] | None:
