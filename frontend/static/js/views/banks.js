@@ -287,8 +287,9 @@ export class BanksView {
       const live = this.shownT !== null && t > this.shownT && t - this.shownT < (s.extent || 1) * 0.05;
       let changed = this.shownT === null || t < this.shownT;
       this.models.forEach((m, k) => {
-        const rewound = t < m.t;
-        const done = m.advance(t);
+        const tk = s.axis.timeOf(m.run, t); // the same moment on a run's own clock (axis.js)
+        const rewound = tk < m.t;
+        const done = m.advance(tk);
         if (done.length || rewound || this.shownT === null) {
           this.paint(k, rewound || this.shownT === null ? null : done);
           changed = true;
