@@ -156,6 +156,11 @@ class PreparedRun:
     def is_mergeable(self, i: int) -> bool:
         return self.events[i]["kind"] in MERGEABLE_KINDS
 
+    @cached_property
+    def snapshot_index(self) -> list[int]:
+        """Indices of the mergeable snapshots in `events`, ascending (Playback merges a frame's by them)."""
+        return [i for i, e in enumerate(self.events) if e["kind"] in MERGEABLE_KINDS]
+
 
 def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
     if compare is None:
@@ -210,7 +215,7 @@ def prepare(result: SimResultLike) -> PreparedRun:
         result=result,
         num_events=len(result.events),
     )
-    run.loaded  # noqa: B018 -- encoded here, in the caller's worker thread, not on the event loop per viewer
+    run.loaded, run.snapshot_index  # noqa: B018 -- made here, in the caller's worker thread, not on the event loop
     return run
 
 

@@ -275,7 +275,7 @@ def encode_message(msg: Message) -> str:
     if msg["type"] != "frame":
         return _dumps(msg)
     head = {k: v for k, v in msg.items() if k != "events"}
-    events = ",".join(e.text if isinstance(e, EncodedEvent) else _dumps(e) for e in msg["events"])
+    events = ",".join([e.text if type(e) is EncodedEvent else _dumps(e) for e in msg["events"]])  # a list: faster
     return f'{_dumps(head)[:-1]},"events":[{events}]}}'
 
 
