@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+import weakref
 from typing import Any
 
 from fakesim import fake_simulate, full_kernels, rows
@@ -11,7 +14,7 @@ from fastapi.testclient import TestClient
 from layerscope.events import KernelEvent
 from layerscope.export.events import to_jsonl
 from layerscope.scenario import ScenarioSpec
-from layerscope.server.runs import STREAMED_KERNEL_FIELDS, event_dict, prepare
+from layerscope.server.runs import STREAMED_KERNEL_FIELDS, RunCache, event_dict, prepare
 
 SPEC = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40)
 
@@ -57,3 +60,29 @@ def test_frames_are_slim_but_the_events_export_is_complete(client: TestClient) -
         assert {f: got[f] for f in ("t_us", "name", "stage", "phase", "start_us", "dur_us", "shapes")} == {
             f: want[f] for f in ("t_us", "name", "stage", "phase", "start_us", "dur_us", "shapes")
         }
+
+
+def test_cached_runs_stay_out_of_the_collectors_passes_until_dropped() -> None:
+    """A full collector pass over a big run stalls every viewer's frames; a dropped run's cycles are still freed."""
+    dropped: list[weakref.ref[Any]] = []
+
+    def sim(spec: ScenarioSpec) -> Any:
+        result = fake_simulate(spec)
+        result.cycle = result  # type: ignore[attr-defined]  # only the cyclic collector can free this one
+        dropped.append(weakref.ref(result))
+        return result
+
+    async def go() -> Any:
+        cache = RunCache(sim, max_runs=1)
+        first = await cache.get(SPEC)
+        tracked = {id(o) for o in gc.get_objects()}  # generations 0-2: what a collector pass traverses
+        assert id(first.events[0]) not in tracked and id(first.overview) not in tracked
+        del first
+        return await cache.get(SPEC.with_overrides({"decode_steps": 3}))  # evicts the first run
+
+    try:
+        second = asyncio.run(go())
+        assert dropped[0]() is None  # the evicted run's cycle was collected
+        assert dropped[1]() is second.result and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # leave the test process as it was
