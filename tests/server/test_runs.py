@@ -13,7 +13,9 @@ from fastapi.testclient import TestClient
 
 from layerscope.events import KernelEvent
 from layerscope.export.events import to_jsonl
+from layerscope.protocol import StreamedKernel
 from layerscope.scenario import ScenarioSpec
+from layerscope.schemas import all_schemas
 from layerscope.server.runs import STREAMED_KERNEL_FIELDS, RunCache, event_dict, prepare
 
 SPEC = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40)
@@ -26,7 +28,8 @@ def test_streamed_kernels_are_slim_and_name_their_full_record() -> None:
     full = [e for e in result.events if e.kind == "kernel"]
     slim = [e for e in run.events if e["kind"] == "kernel"]
     assert len(slim) == len(full) > 0
-    assert all(set(k) == STREAMED_KERNEL_FIELDS | {"row"} for k in slim)
+    assert all(StreamedKernel.model_validate(k).model_dump() == k for k in slim)  # the documented shape, no more
+    assert "row" in all_schemas()["messages"]["streamed_kernel"]["properties"]
     table = rows(run.overview["runs"][0]["tables"]["kernel"])
     for k in slim:
         whole = full[k["row"]]

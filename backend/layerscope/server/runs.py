@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from layerscope.events import MERGEABLE_KINDS, Topology
+from layerscope.protocol import StreamedKernel
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.overview import overview
 
@@ -77,11 +78,10 @@ def event_dict(event: BaseModel) -> EncodedEvent:
     return EncodedEvent({k: _finite(v) for k, v in event.model_dump(mode="json").items()})
 
 
-# What a streamed kernel event carries, plus `row`: its row in loaded.overview's main kernel table, where the full
-# record is (the timeline and the detail pane read kernels there). The browser's streamed state needs no more:
-# store.kernels, the phase now and the topology's stage running now with its duration. ~110 bytes instead of ~400:
-# full kernel events were 87% of a 64-request run's frame bytes (bench/README.md, "Serving views").
-STREAMED_KERNEL_FIELDS = frozenset({"t_us", "kind", "stage", "phase", "dur_us"})
+# What a streamed kernel event carries besides `row` (protocol.StreamedKernel): ~110 bytes instead of ~400. Full
+# kernel events were 87% of a 64-request run's frame bytes (bench/README.md, "Serving views"), and the timeline and
+# the detail pane read kernels from loaded.overview anyway.
+STREAMED_KERNEL_FIELDS = frozenset(StreamedKernel.model_fields) - {"row"}
 
 
 def streamed_kernel(event: BaseModel, row: int) -> EncodedEvent:
