@@ -285,7 +285,7 @@ def settle_heap(collect: bool) -> None:
     """Keep the cached runs' objects out of the cyclic collector's full passes, which stall the event loop.
 
     A prepared serving-64-h200-tp8 run is ~180k tracked objects (its event dicts, overview rows, the engine's
-    result) and a full pass over them takes 50-130 ms on this machine (gc.callbacks, measured), every frame of every
+    result) and a full pass over them took 33-126 ms on this machine (gc.callbacks, measured), every frame of every
     viewer waiting behind it. They live as long as the cache holds the run and hold no cycles worth finding, so
     freeze() moves every tracked object to the permanent generation the collector skips (reference counting still
     frees them when the run is dropped). After an eviction (`collect`), unfreeze and collect once first, so that
