@@ -6,11 +6,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from layerscope.events import Phase
+
 MAX_MESSAGE_BYTES = 64 * 1024  # a client message above this is refused
 MAX_REPLAY_BYTES = 16 * 1024 * 1024  # ... except a `load` carrying recorded `events`, up to this
 MAX_REPLAY_EVENTS = 200_000
 MAX_SPEED = 1e6
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: frames carry kernels as StreamedKernel, no longer the whole KernelEvent
 
 
 class _Command(BaseModel):
@@ -90,11 +92,28 @@ class LoadedMessage(BaseModel):
     )
 
 
+class StreamedKernel(BaseModel):
+    """A kernel launch as frames carry it: what the dashboard's streamed state needs (store.kernels, the phase now,
+    the topology's stage running now). The whole record (events.KernelEvent: name, flops, bytes, bound, shapes, ...)
+    is row `row` of loaded.overview.runs[0].tables.kernel; recordings and exports (`layerscope run --events`,
+    POST /api/events, the Perfetto trace) carry it whole. Values are the KernelEvent's own, unrounded."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["kernel"] = "kernel"
+    t_us: float = Field(..., description="launch time (the KernelEvent's t_us == start_us), simulated µs")
+    stage: str
+    phase: Phase
+    dur_us: float
+    row: int = Field(..., ge=0, description="the launch's row in loaded.overview.runs[0].tables.kernel")
+
+
 class FrameMessage(BaseModel):
     type: Literal["frame"] = "frame"
     seq: int
     t_us: float
-    events: list[dict[str, Any]]
+    events: list[dict[str, Any]] = Field(
+        ..., description="events in time order, as events.py defines them, except kernels: StreamedKernel records"
+    )
     dropped_snapshots: int = 0  # grid/memory snapshots this client lost because it read slowly
     reset: bool = False
     created_ms: float | None = None  # server wall clock (ms since the epoch) when the frame was made: delay checks

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from layerscope.events import EVENT_ADAPTER, EVENT_SCHEMA_VERSION
-from layerscope.protocol import COMMAND_ADAPTER, PROTOCOL_VERSION, ServerMessage
+from layerscope.protocol import COMMAND_ADAPTER, PROTOCOL_VERSION, ServerMessage, StreamedKernel
 from layerscope.scenario import ScenarioSpec
 
 
@@ -21,5 +21,6 @@ def all_schemas() -> dict[str, Any]:
             "x-protocol-version": PROTOCOL_VERSION,
             "client": COMMAND_ADAPTER.json_schema(),
             "server": TypeAdapter(ServerMessage).json_schema(),
+            "streamed_kernel": StreamedKernel.model_json_schema(),  # a frame's kernel events
         },
     }

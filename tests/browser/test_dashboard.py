@@ -69,6 +69,12 @@ def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str
     )
     assert 0 < bars <= page.js(f"{STORE}.main.kernel.length") == page.js(f"{STORE}.kernels.length")
     assert bank_pixels(page) != before
+    # frames carry slim kernels; the topology's tooltip reads the launch's whole record from the overview
+    assert page.js(f"Object.keys({STORE}.kernels[0]).sort().join()") == "dur_us,kind,phase,row,stage,t_us"
+    stage, bound = page.js(f"[{STORE}.lastKernel.stage, {STORE}.kernelRecord({STORE}.lastKernel).bound]")
+    page.page.get_by_test_id("topology").locator(f"[data-stage='{stage}']").first.wait_for(state="attached")
+    tip = page.js(f"document.querySelector('#topology-svg [data-stage={stage}] title').textContent")
+    assert f"moved, {bound}-bound" in tip and "NaN" not in tip and "undefined" not in tip, tip
 
     quarter = page.js(f"{STORE}.extent / 4")  # zoom the timeline: the store's axis and every time plot follow
     page.js(f"Plotly.relayout('timeline-plot', {{'xaxis.range': [0, {STORE}.axis.toX({quarter})]}})")

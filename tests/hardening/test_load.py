@@ -40,8 +40,9 @@ def test_fifty_viewers_at_full_speed_all_reach_end_with_bounded_memory(server: S
         assert {v.kinds.get("chunk") for v in viewers} == {warm[0].kinds["chunk"]}
         assert server.wait_idle()["sessions"] == 0
     growth_kib = server.rss_kib() - rss0
-    # 150 more plays moved ~40 MB of JSON; memory that scaled with it would show here.
-    assert sent > 30 * 2**20
+    # 150 more plays moved ~30 MB of JSON (~40 MB before kernels travelled slim); memory that scaled with it would
+    # show here, against the 8 MiB bound
+    assert sent > 20 * 2**20
     assert growth_kib < 8 * MIB, f"RSS grew {growth_kib} KiB over {sent} bytes sent"
     live = server.debug()
     assert live["simulations"] == 1 and live["tasks"] == 0

@@ -158,3 +158,15 @@ PRESETS = {
         "compare": {"label": "naive", "set": {"allocator": "naive"}},
     },
 }
+
+
+def rows(table: dict[str, Any]) -> list[dict[str, Any]]:
+    """A column table of loaded.overview back to dicts, the way store.js decodeTable does."""
+    cols, dicts = table["cols"], table.get("dict", {})
+    return [{c: (dicts[c][v] if c in dicts else v) for c, v in zip(cols, r, strict=True)} for r in table["rows"]]
+
+
+def full_kernels(loaded: dict[str, Any], streamed: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Streamed (slim) kernel events with their full records from loaded.overview (store.js kernelRecord)."""
+    table = rows(loaded["overview"]["runs"][0]["tables"]["kernel"])
+    return [{**table[k["row"]], **k} for k in streamed]

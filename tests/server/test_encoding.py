@@ -49,3 +49,13 @@ def test_frame_encoding_dumps_only_the_head(monkeypatch: Any) -> None:
     text = encode_message({"type": "frame", "seq": 1, "t_us": 0.0, "events": run.events, "reset": False})
     assert len(calls) == 1 and "events" not in calls[0]  # the head only: no event is re-encoded per viewer
     assert len(json.loads(text)["events"]) == len(run.events)
+
+
+def test_loaded_is_encoded_once_per_run_not_per_viewer(monkeypatch: Any) -> None:
+    run = prepare(fake_simulate(SPEC))
+    calls: list[Any] = []
+    monkeypatch.setattr(session_mod.json, "dumps", lambda v, **kw: calls.append(v) or json.JSONEncoder(**kw).encode(v))
+    texts = [encode_message(session_mod.loaded_message(run)) for _ in range(3)]  # three viewers load the run
+    assert calls == [] and texts[0] is texts[1] is texts[2]
+    assert json.loads(texts[0]) == json.loads(json.dumps(dict(run.loaded)))
+    assert json.loads(texts[0])["overview"]["runs"][0]["tables"]["kernel"]["rows"]

@@ -6,17 +6,12 @@ import json
 from typing import Any
 
 import pytest
+from fakesim import rows
 
 from layerscope import scenario as scn
 from layerscope.runtime.engine import simulate
 from layerscope.server.overview import FIELDS, main_label, overview
 from layerscope.server.runs import prepare
-
-
-def rows(table: dict[str, Any]) -> list[dict[str, Any]]:
-    """A column table back to dicts, the way store.js decodeTable does."""
-    cols, dicts = table["cols"], table.get("dict", {})
-    return [{c: (dicts[c][v] if c in dicts else v) for c, v in zip(cols, r, strict=True)} for r in table["rows"]]
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from fakesim import full_kernels
 from fastapi.testclient import TestClient
 
 from layerscope.server.app import create_app
@@ -42,7 +43,7 @@ def test_play_real_preset_one_attention_launch_per_chunk(real: TestClient) -> No
         while (m := ws.receive_json())["type"] != "end":
             if m["type"] == "frame":
                 events += m["events"]
-    kernels = [e for e in events if e["kind"] == "kernel"]
+    kernels = full_kernels(loaded, [e for e in events if e["kind"] == "kernel"])
     attn = [k for k in kernels if k["stage"] == "attention" and k["phase"] == "prefill"]
     chunks = [e for e in events if e["kind"] == "chunk"]
     assert len(chunks) == len(attn) == 2

@@ -10,7 +10,7 @@ import pytest
 from fakesim import fake_simulate
 
 from layerscope.scenario import ScenarioSpec
-from layerscope.server.playback import Playback, decimate_snapshots, merge_snapshots
+from layerscope.server.playback import Playback, decimate_snapshots, merge_range, merge_snapshots
 from layerscope.server.runs import RunCache, prepare
 from layerscope.server.session import ClientTooSlow, OutQueue, Session
 from layerscope.server.settings import Settings
@@ -27,6 +27,15 @@ def test_merge_keeps_latest_snapshot_of_each_kind_in_place() -> None:
     kept, dropped = merge_snapshots(events)
     assert kept == [ev("kernel", 2), ev("banks", 4, n=2), ev("memory", 5, n=2)]
     assert dropped == 2
+
+
+def test_merge_range_is_merge_snapshots_of_the_slice() -> None:
+    run = prepare(fake_simulate(SPEC))
+    n = len(run.events)
+    assert len(run.snapshot_index) > 10  # enough snapshots that ranges hold several of each kind
+    for start in range(0, n, 7):
+        for end in range(start, n + 1, 5):
+            assert merge_range(run, start, end) == merge_snapshots(run.events[start:end])[0], (start, end)
 
 
 def test_decimate_keeps_the_last_snapshot_and_all_others() -> None:

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from fakesim import full_kernels
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
@@ -60,7 +61,7 @@ def test_play_streams_every_event_then_end(client: TestClient) -> None:
         end, seen = recv_until(ws, "end")
     frames = [FrameMessage.model_validate(m) for m in seen if m["type"] == "frame"]
     assert [f.seq for f in frames] == list(range(1, len(frames) + 1))
-    kernels = [e for f in frames for e in f.events if e["kind"] == "kernel"]
+    kernels = full_kernels(loaded, [e for f in frames for e in f.events if e["kind"] == "kernel"])
     chunks = [e for f in frames for e in f.events if e["kind"] == "chunk"]
     attn = [k for k in kernels if k["stage"] == "attention" and k["phase"] == "prefill"]
     assert len(chunks) == 2 and sorted(k["chunk"] for k in attn) == [0, 1]

@@ -8,17 +8,20 @@ cost one simulation and one json.dumps per event (frames are built by joining th
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from layerscope.events import MERGEABLE_KINDS, Topology
+from layerscope.protocol import StreamedKernel
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.overview import overview
 
@@ -57,7 +60,7 @@ def _finite(v: Any) -> Any:
 
 
 class EncodedEvent(dict[str, Any]):
-    """An event as a JSON-ready dict that also holds its JSON text, made once per prepared run.
+    """An event (or the `loaded` message) as a JSON-ready dict that also holds its JSON text, made once per run.
 
     Equal to the plain dict (tests and merging see a dict); the sender joins `.text`s instead of
     json.dumps-ing the same event again for every viewer and every frame. Never mutate one: the text
@@ -73,6 +76,18 @@ class EncodedEvent(dict[str, Any]):
 
 def event_dict(event: BaseModel) -> EncodedEvent:
     return EncodedEvent({k: _finite(v) for k, v in event.model_dump(mode="json").items()})
+
+
+# What a streamed kernel event carries besides `row` (protocol.StreamedKernel): ~110 bytes instead of ~400. Full
+# kernel events were 87% of a 64-request run's frame bytes (bench/README.md, "Serving views"), and the timeline and
+# the detail pane read kernels from loaded.overview anyway.
+STREAMED_KERNEL_FIELDS = frozenset(StreamedKernel.model_fields) - {"row"}
+
+
+def streamed_kernel(event: BaseModel, row: int) -> EncodedEvent:
+    """The slim kernel record frames carry: the same values as the full event's, fewer fields."""
+    slim = event.model_dump(mode="json", include=STREAMED_KERNEL_FIELDS)
+    return EncodedEvent({**{k: _finite(v) for k, v in slim.items()}, "row": row})
 
 
 def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
@@ -96,8 +111,8 @@ def tour_of(result: SimResultLike) -> list[dict[str, Any]]:
     return [_finite(row) for row in tour_results(result)]
 
 
-def _end_us(e: dict[str, Any]) -> float:
-    return e["t_us"] + e.get("dur_us", 0.0) if e["kind"] == "kernel" else e["t_us"]
+def _end_us(e: BaseModel) -> float:
+    return e.t_us + e.dur_us if e.kind == "kernel" else e.t_us  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -117,12 +132,35 @@ class PreparedRun:
     result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
     num_events: int = 0  # events in the run, those that travel only in the overview included (`loaded.num_events`)
 
+    @cached_property
+    def loaded(self) -> EncodedEvent:
+        """The `loaded` message, encoded once per run (prepare does it, in the worker thread): a 64-request run's is
+        3.3 MB, 0.2 s of json.dumps that blocked the event loop, and every viewer's frames, once per viewer."""
+        return EncodedEvent(
+            {
+                "type": "loaded",
+                "scenario": _finite(self.spec.model_dump(mode="json")),  # e.g. request_rate: inf
+                "topology": self.topology,
+                "duration_us": self.duration_us,
+                "num_events": self.num_events or len(self.events),
+                "compare": _finite(self.compare),
+                "claims": self.claims,
+                "tour_results": self.tour,
+                "overview": self.overview,
+            }
+        )
+
     @property
     def kernel_index(self) -> list[int]:
         return [i for i, e in enumerate(self.events) if e["kind"] == "kernel"]
 
     def is_mergeable(self, i: int) -> bool:
         return self.events[i]["kind"] in MERGEABLE_KINDS
+
+    @cached_property
+    def snapshot_index(self) -> list[int]:
+        """Indices of the mergeable snapshots in `events`, ascending (Playback merges a frame's by them)."""
+        return [i for i, e in enumerate(self.events) if e["kind"] in MERGEABLE_KINDS]
 
 
 def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
@@ -146,12 +184,25 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
 OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict"})
 
 
+def streamed_events(result: SimResultLike) -> list[EncodedEvent]:
+    """The events frames carry, sorted by time (stably: ties keep the run's order): all but OVERVIEW_ONLY, kernels
+    slim (`row` counts kernels in the run's order, as the overview's table lists them)."""
+    out: list[EncodedEvent] = []
+    row = 0
+    for e in result.events:
+        if e.kind == "kernel":  # type: ignore[attr-defined]
+            out.append(streamed_kernel(e, row))
+            row += 1
+        elif e.kind not in OVERVIEW_ONLY:  # type: ignore[attr-defined]
+            out.append(event_dict(e))
+    return sorted(out, key=lambda e: e["t_us"])
+
+
 def prepare(result: SimResultLike) -> PreparedRun:
-    every = sorted((event_dict(e) for e in result.events), key=lambda e: e["t_us"])
-    duration = max((_end_us(e) for e in every), default=0.0)
-    events = [e for e in every if e["kind"] not in OVERVIEW_ONLY]
+    events = streamed_events(result)
+    duration = max((_end_us(e) for e in result.events), default=0.0)
     claims = claims_of(result)
-    return PreparedRun(
+    run = PreparedRun(
         spec=result.spec,
         events=events,
         times=[e["t_us"] for e in events],
@@ -163,8 +214,10 @@ def prepare(result: SimResultLike) -> PreparedRun:
         tour=tour_of(result),
         overview=overview(result, _num_layers(result.spec)),
         result=result,
-        num_events=len(every),
+        num_events=len(result.events),
     )
+    run.loaded, run.snapshot_index  # noqa: B018 -- made here, in the caller's worker thread, not on the event loop
+    return run
 
 
 def _num_layers(spec: ScenarioSpec) -> int:
@@ -228,6 +281,21 @@ def replay_run(spec: ScenarioSpec, events: list[BaseModel]) -> PreparedRun:
     return prepare(_Recorded(spec=spec, events=list(events), topology=topology, summary=summary))
 
 
+def settle_heap(collect: bool) -> None:
+    """Keep the cached runs' objects out of the cyclic collector's full passes, which stall the event loop.
+
+    A prepared serving-64-h200-tp8 run is ~180k tracked objects (its event dicts, overview rows, the engine's
+    result) and a full pass over them took 33-126 ms on this machine (gc.callbacks, measured), every frame of every
+    viewer waiting behind it. They live as long as the cache holds the run and hold no cycles worth finding, so
+    freeze() moves every tracked object to the permanent generation the collector skips (reference counting still
+    frees them when the run is dropped). After an eviction (`collect`), unfreeze and collect once first, so that
+    cycles among what was dropped are still reclaimed."""
+    if collect:
+        gc.unfreeze()
+        gc.collect()
+    gc.freeze()
+
+
 class RunCache:
     """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation."""
 
@@ -275,8 +343,11 @@ class RunCache:
             del self._pending[key]
         fut.set_result(run)
         self._runs[key] = run
+        evicted = False
         while len(self._runs) > 1 and (len(self._runs) > self._max or self.num_events > self._max_events):
             self._runs.popitem(last=False)  # the newest run always stays, however large
+            evicted = True
+        settle_heap(collect=evicted)
         return run
 
     @property

@@ -3,7 +3,7 @@
 // stays cheap to draw.
 //
 // The view interface. A track is {id, title, render(store, axis) -> bool (true when it drew)}:
-//   - it reads events from the store (store.kernels, store.memory, ..., or the whole run from
+//   - it reads events from the store (store.kernels: slim, see kernelRecord; store.memory, ...; or the whole run from
 //     store.runs: [{role: "main"|"compare", label, summary, kernel: [...], memory: [...], ...}], decoded
 //     from loaded.overview) and never removes anything from the store (read logs by index, as the bank map does);
 //   - it reads the time axis from store.axis (js/axis.js: extent, range, cursor, units, toX, xaxis()) and keeps
@@ -226,6 +226,12 @@ export class Store {
       default:
         break;
     }
+  }
+
+  // A streamed kernel is slim (kind, t_us, stage, phase, dur_us, row: docs/protocol.md); its full record (name,
+  // bytes, bound, shapes, ...) is row `row` of the main run's kernel table in loaded.overview.
+  kernelRecord(k) {
+    return (this.main && this.main.kernel[k.row]) || k;
   }
 
   bump(key) {

@@ -148,7 +148,8 @@ export class TopologyView {
     const node = this.nodes.get(id);
     if (!node) return;
     const n = node.info;
-    const k = this.stats.get(id);
+    const last = this.stats.get(id);
+    const k = last && this.store.kernelRecord(last); // the full record: a streamed kernel is slim
     node.title.textContent =
       `${n.label} (${n.kind}${n.bound ? `, ${n.bound}-bound` : ""})\n` +
       (n.kernels.length ? `kernels: ${n.kernels.join(", ")}\n` : "") +

@@ -1,0 +1,91 @@
+"""Prepared runs: frames carry slim kernel records pointing at the overview, while exports stay complete."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import weakref
+from typing import Any
+
+from fakesim import fake_simulate, full_kernels, rows
+from fastapi.testclient import TestClient
+
+from layerscope.events import KernelEvent
+from layerscope.export.events import to_jsonl
+from layerscope.protocol import StreamedKernel
+from layerscope.scenario import ScenarioSpec
+from layerscope.schemas import all_schemas
+from layerscope.server.runs import STREAMED_KERNEL_FIELDS, RunCache, event_dict, prepare
+
+SPEC = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40)
+
+
+def test_streamed_kernels_are_slim_and_name_their_full_record() -> None:
+    result = fake_simulate(SPEC)
+    before = to_jsonl(result)
+    run = prepare(result)
+    full = [e for e in result.events if e.kind == "kernel"]
+    slim = [e for e in run.events if e["kind"] == "kernel"]
+    assert len(slim) == len(full) > 0
+    assert all(StreamedKernel.model_validate(k).model_dump() == k for k in slim)  # the documented shape, no more
+    assert "row" in all_schemas()["messages"]["streamed_kernel"]["properties"]
+    table = rows(run.overview["runs"][0]["tables"]["kernel"])
+    for k in slim:
+        whole = full[k["row"]]
+        want = whole.model_dump(mode="json", include=STREAMED_KERNEL_FIELDS)
+        assert {f: k[f] for f in STREAMED_KERNEL_FIELDS} == want
+        assert table[k["row"]]["name"] == whole.name and table[k["row"]]["start_us"] == k["t_us"]
+    slim_bytes = sum(len(k.text) for k in slim)
+    assert slim_bytes * 2 < sum(len(event_dict(e).text) for e in full)  # the point: far fewer bytes per frame
+    assert to_jsonl(result) == before  # preparing for playback leaves the run's own events alone
+
+
+def test_frames_are_slim_but_the_events_export_is_complete(client: TestClient) -> None:
+    with client.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "load", "scenario": "two-chunks"})
+        while (loaded := ws.receive_json())["type"] != "loaded":
+            pass
+        ws.send_json({"type": "play", "speed": 1e6})
+        streamed: list[dict[str, Any]] = []
+        while (m := ws.receive_json())["type"] != "end":
+            if m["type"] == "frame":
+                streamed += [e for e in m["events"] if e["kind"] == "kernel"]
+    r = client.post("/api/events", json={"scenario": "two-chunks"})
+    assert r.status_code == 200
+    exported = [json.loads(line) for line in r.text.splitlines()]
+    kernels = [e for e in exported if e["kind"] == "kernel"]
+    assert [sorted(e) for e in kernels] == [sorted(KernelEvent.model_fields)] * len(kernels)  # every field
+    assert len(streamed) == len(kernels) and all(len(k) == len(STREAMED_KERNEL_FIELDS) + 1 for k in streamed)
+    # a streamed kernel with its overview row is the exported kernel (the overview rounds flops, bytes, ... to 6
+    # significant digits, so compare the fields it keeps exact and the names)
+    for got, want in zip(full_kernels(loaded, streamed), kernels, strict=True):
+        assert {f: got[f] for f in ("t_us", "name", "stage", "phase", "start_us", "dur_us", "shapes")} == {
+            f: want[f] for f in ("t_us", "name", "stage", "phase", "start_us", "dur_us", "shapes")
+        }
+
+
+def test_cached_runs_stay_out_of_the_collectors_passes_until_dropped() -> None:
+    """A full collector pass over a big run stalls every viewer's frames; a dropped run's cycles are still freed."""
+    dropped: list[weakref.ref[Any]] = []
+
+    def sim(spec: ScenarioSpec) -> Any:
+        result = fake_simulate(spec)
+        result.cycle = result  # type: ignore[attr-defined]  # only the cyclic collector can free this one
+        dropped.append(weakref.ref(result))
+        return result
+
+    async def go() -> Any:
+        cache = RunCache(sim, max_runs=1)
+        first = await cache.get(SPEC)
+        tracked = {id(o) for o in gc.get_objects()}  # generations 0-2: what a collector pass traverses
+        assert id(first.events[0]) not in tracked and id(first.overview) not in tracked
+        del first
+        return await cache.get(SPEC.with_overrides({"decode_steps": 3}))  # evicts the first run
+
+    try:
+        second = asyncio.run(go())
+        assert dropped[0]() is None  # the evicted run's cycle was collected
+        assert dropped[1]() is second.result and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # leave the test process as it was
