@@ -42,8 +42,24 @@ def wait(page, expr: str, timeout_s: float = 60.0) -> None:
     raise TimeoutError(f"timed out waiting for {expr}")
 
 
-def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dict:
-    """Open one preset, play it over play_s wall seconds, return its figures."""
+def top_self_time(profile: dict, n: int) -> list[list]:
+    """The n functions with the most self time in a CDP CPU profile: [name url:line, ms, share of samples]."""
+    nodes = {nd["id"]: nd for nd in profile["nodes"]}
+    dt = dict.fromkeys(nodes, 0.0)
+    for nid, d in zip(profile["samples"], profile["timeDeltas"], strict=True):
+        dt[nid] += d / 1000.0
+    by: dict[str, float] = {}
+    for nid, ms in dt.items():
+        f = nodes[nid]["callFrame"]
+        key = f"{f['functionName'] or '(anonymous)'} {f['url'].rsplit('/', 1)[-1]}:{f['lineNumber'] + 1}"
+        by[key] = by.get(key, 0.0) + ms
+    total = sum(by.values()) or 1.0
+    return [[k, round(v, 1), round(v / total, 3)] for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:n]]
+
+
+def measure(browser, port: int, scenario: str, play_s: float, query: str, profile: int = 0) -> dict:
+    """Open one preset, play it over play_s wall seconds, return its figures (and, profile > 0, the functions
+    with the most self time during playback, from Chrome's sampling profiler)."""
     page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
     page.add_init_script(LONGTASKS)
     page.goto(f"http://127.0.0.1:{port}/?scenario={scenario}" + (f"&{query}" if query else ""))
@@ -60,17 +76,24 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dic
         str(PLAY_SECONDS / play_s),
     )
     stats = "window.__layerscope.stats"
+    cdp = None
+    if profile:
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("Profiler.enable")
+        cdp.send("Profiler.start")
     raf0, frames0, t0 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
     page.get_by_test_id("play").click()
     wait(page, f"{STORE}.ended", timeout_s=play_s * 10 + 30)
     raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
+    hot = top_self_time(cdp.send("Profiler.stop")["profile"], profile) if cdp else None
     grid = page.locator("#banks-info").inner_text()
     kernels = page.evaluate(f"() => {STORE}.runs.reduce((n, r) => n + r.kernel.length, 0)")
     # serving runs: requests in the lanes, the most running in one step, and the serving views' redraws
     serving = page.evaluate(
         "() => { const sv = window.__layerscope.serving; const st = window.__layerscope.stats;"
         " return [sv.order.length, Math.max(0, ...sv.steps.map(s => s.seqs)), st.plotDraws,"
-        " ['RequestsView', 'StepMixView', 'LatencyDistView', 'KvBlocksView'].filter(k => k in st.renderMs).length]; }"
+        " ['RequestsView', 'StepMixView', 'LatencyDistView', 'KvBlocksView'].filter(k => k in st.renderMs).length,"
+        " st.liveDraws || 0]; }"
     )
     longtasks = page.evaluate("() => window.__longtasks")
     page.context.close()
@@ -92,9 +115,11 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str) -> dic
         "longest_task_ms": round(max(longtasks, default=0.0), 1),
         "long_tasks": len(longtasks),
         "longest_task_ms_page_load": round(max(load_tasks, default=0.0), 1),
+        "live_draws": serving[4],
         "chromium": CHROMIUM,
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
+        **({"profile_self_ms": hot} if hot is not None else {}),
     }
 
 
@@ -106,6 +131,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scenario", default="long-context-128k", help="a preset, or 'all' for one line per preset")
     ap.add_argument("--play-s", type=float, default=5.0)
+    ap.add_argument("--profile", type=int, default=0, metavar="N",
+                    help="also list the N functions with the most self time during playback (CPU profile)")
     ap.add_argument("--query", default="", help="extra settings for the page URL, e.g. 'gpu=b200&free_hbm_gib=100'")
     args = ap.parse_args()
     names = preset_names() if args.scenario == "all" else [args.scenario]
@@ -116,7 +143,7 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for name in names:
                 try:
-                    line = measure(browser, port, name, args.play_s, args.query)
+                    line = measure(browser, port, name, args.play_s, args.query, args.profile)
                 except TimeoutError as e:  # one preset that does not load or end is reported, the rest still run
                     line = {"bench": "browser", "scenario": name, "error": str(e)}
                 print(json.dumps(line), flush=True)

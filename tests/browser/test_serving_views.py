@@ -68,12 +68,30 @@ def plot_points(page: Any, plot: str, meta: str) -> int:
     )
 
 
+def shown(page: Any) -> dict[str, Any]:
+    """What the latency histograms' overlay draws now: {all, n, panes: {key: {n, counts, beyond, p50, p99}}}."""
+    return page.js(f"{LS}.views.latdist.shown")
+
+
+def seek(page: Any, t: float) -> None:
+    page.js(f"(() => {{ const s = document.querySelector('[data-testid=scrubber]'); s.value = {t};"
+            " s.dispatchEvent(new Event('change')); })()")
+    page.wait(f"Math.abs({LS}.store.t - {t}) < 1e-6 * Math.max(1, {t})")
+
+
+def overlay_hash(page: Any, plot: str) -> str:
+    return hashlib.sha256(page.js(
+        f"document.getElementById('{plot}').parentElement.querySelector('canvas.plot-overlay').toDataURL()"
+    ).encode()).hexdigest()
+
+
 def canvas_hash(page: Any) -> str:
     return hashlib.sha256(page.js("document.getElementById('banks-canvas').toDataURL()").encode()).hexdigest()
 
 
-def now_line(page: Any, plot: str) -> str:
-    return page.js(f"document.getElementById('{plot}').parentElement.querySelector('.now-line').style.transform")
+def now_line(page: Any, plot: str) -> float | None:
+    """Where the plot's time cursor is drawn (css px from the plot area's left; None when not shown)."""
+    return page.js(f"{LS}.cursors.find(c => c.plot.id === '{plot}').px")
 
 
 def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cursor_moves_over_them(fpage) -> None:
@@ -87,8 +105,7 @@ def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cu
     assert p.js(f"{STORE}.t") == 0
     assert plot_points(p, "requests-plot", "finished") == n
     assert plot_points(p, "stepmix-plot", "prefill") == p.js(f"{SV}.steps.length")
-    notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
-    assert f"<b>TTFT</b> n={n}" in notes
+    assert shown(p)["all"] and shown(p)["panes"]["ttft"]["n"] == n
     assert "whole run" in p.js("document.getElementById('requests-info').textContent")
     lanes0, bars0 = plot_points(p, "requests-plot", "decode"), plot_points(p, "stepmix-plot", "prefill")
     banks0, cursor0 = canvas_hash(p), now_line(p, "requests-plot")
@@ -120,6 +137,22 @@ def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cu
     want = dict(zip(ids, colours, strict=True))
     assert all(c[1:] == want[c[0]] for c in cells)
     assert p.js("document.getElementById('banks-legend').textContent").count("req ") >= 1
+    # the colours change with playback: later, other requests hold pages (each pixel still its request's colour)
+    held = f"[...new Set({LS}.views.banks.models[0].cells.filter(c => c && c.req !== null).map(c => c.req))].sort()"
+    ids0 = p.js(held)
+    p.wait(f"JSON.stringify({held}) !== {json.dumps(json.dumps(ids0, separators=(',', ':')))}", timeout_s=15)
+    assert not p.js(f"{LS}.store.ended")
+    later = p.js(
+        f"(() => {{ const b = {LS}.views.banks; const m = b.models[0]; const img = b.grids[0].image.data;"
+        " const out = [];"
+        " m.cells.forEach((c, i) => { if (c && c.req !== null && !c.shared && !m.damage[i])"
+        " out.push([c.req, img[i*4], img[i*4+1], img[i*4+2]]); });"
+        " return out; })()"
+    )
+    ids = sorted({c[0] for c in later})
+    colours = p.js(f"import('/static/js/colors.js').then(m => {json.dumps(ids)}.map(m.requestRGB))")
+    want = dict(zip(ids, colours, strict=True))
+    assert all(c[1:] == want[c[0]] for c in later)
     ARTIFACTS.mkdir(exist_ok=True)
     p.page.screenshot(path=str(ARTIFACTS / "serving-1600x1000.png"), full_page=True)
 
@@ -127,22 +160,97 @@ def test_lanes_step_mix_and_histograms_show_the_whole_run_before_play_and_the_cu
     p.wait(f"{LS}.store.ended", timeout_s=30)
     time.sleep(1.0)
     assert p.js(f"{SV}.finishedCount") == n
+    figs = shown(p)
+    assert figs["all"] and figs["n"] == n
+    for key, count in [("ttft", n), ("tpot", n), ("itl", sum(servingfake.OUTPUTS) - n)]:
+        st = figs["panes"][key]
+        assert st["n"] == count and sum(st["counts"]) + st["beyond"] == count, (key, st)
+        assert st["p50"] <= st["p99"]
+    # the whole run's bars (faint, under the overlay) hold the same counts
+    ghost = p.js("Object.fromEntries(document.getElementById('latdist-plot').data.map(t => [t.meta, t.y]))")
+    assert all(ghost[k] == figs["panes"][k]["counts"] for k in ("ttft", "tpot", "itl"))
     notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
-    for name, count in [("TTFT", n), ("TPOT", n), ("ITL", sum(servingfake.OUTPUTS) - n)]:
-        assert f"<b>{name}</b> n={count}" in notes, notes
-    drawn = p.js("Object.fromEntries(document.getElementById('latdist-plot').data.map(t => [t.meta, t.x.length]))")
-    assert 0 < drawn["ttft"] <= n and 0 < drawn["itl"] <= sum(servingfake.OUTPUTS) - n
-    assert notes.count("p50") == 3 and notes.count("p99") == 3 and notes.count("SLA") == 2
+    assert notes.count("SLA") == 2
     assert plot_points(p, "requests-plot", "preempted") >= 2 and plot_points(p, "requests-plot", "recompute") >= 2
     assert plot_points(p, "requests-plot", "finished") == n
     info = p.js("document.getElementById('requests-info').textContent")
     assert f"{n} finished" in info and "1 preemptions" in info
+    # every request finished and freed its KV: the bank map says so beside the run's peak (its bank snapshots)
+    peak = p.js(f"Math.max(...{STORE}.main.banks.map(b => b.used.reduce((a, c) => a + c, 0)))")
+    assert peak > 0
+    assert f"· 0 pages in use (run peak {peak:,})" in p.js("document.getElementById('banks-info').textContent")
     # the comm stream has its own timeline row; zoomed in, the step boundaries show
     assert "comm" in p.js("document.getElementById('timeline-plot').layout.yaxis.categoryarray")
     p.js("Plotly.relayout('timeline-plot', {'xaxis.range': [0, 300]})")
     p.wait("Math.abs(document.getElementById('stepmix-plot').layout.xaxis.range[1] - 300) < 1e-6")
     p.wait("document.getElementById('timeline-plot').data.find(t => t.meta === 'boundaries').x"
            ".filter(x => x !== null).length > 3 * 2")  # one line per engine step in view
+    assert p.problems == []
+
+
+def test_latency_histograms_grow_with_the_cursor_to_the_requests_finished_by_then(fpage) -> None:
+    p = fpage
+    n = len(servingfake.OUTPUTS)
+    p.wait(f"{SV}.whole && {LS}.views.latdist.shown !== null")
+    assert shown(p)["all"] and shown(p)["n"] == n  # before play: the whole run
+    # finish times from the overview's request table (the server's), not from the view's own state
+    finishes = sorted(p.js(f"{STORE}.main.request.filter(e => e.what === 'finished').map(e => e.t_us)"))
+    assert len(finishes) == n
+    t1 = (finishes[2] + finishes[3]) / 2  # 3 finished
+    t2 = (finishes[n - 3] + finishes[n - 2]) / 2  # n - 2 finished
+    seen = []
+    for t in (t1, t2):
+        seek(p, t)
+        want = sum(f <= t for f in finishes)
+        p.wait(f"{LS}.views.latdist.shown.n === {want} && !{LS}.views.latdist.shown.all")
+        figs = shown(p)
+        for key in ("ttft", "tpot"):
+            assert sum(figs["panes"][key]["counts"]) + figs["panes"][key]["beyond"] == want, key
+            assert figs["panes"][key]["n"] == want
+        # ITL: one gap per output token after the first, of the requests finished by then
+        gaps = p.js(f"{STORE}.main.request.filter(e => e.what === 'finished' && e.t_us <= {t})"
+                    ".reduce((a, e) => a + e.output_len - 1, 0)")
+        assert figs["panes"]["itl"]["n"] == gaps
+        info = p.js("document.getElementById('latdist-info').textContent")
+        assert f"{want} of {n} requests finished by the cursor" in info
+        with p.page.expect_download() as dl:
+            p.page.get_by_test_id("export-latency-dist-png").click()
+        seen.append((figs, overlay_hash(p, "latdist-plot"), Path(dl.value.path()).read_bytes()))
+    (a, ha, png_a), (b, hb, png_b) = seen
+    assert png_a[:8] == b"\x89PNG\r\n\x1a\n" and png_a != png_b  # the panel's picture shows the bars of its time
+    assert a["n"] == 3 and b["n"] == n - 2
+    for key in ("ttft", "tpot", "itl"):  # every bin grows or stays: the set only gained requests
+        assert all(y >= x for x, y in zip(a["panes"][key]["counts"], b["panes"][key]["counts"], strict=True))
+    assert ha != hb  # the overlay drew the new bars
+    ta, tb = a["panes"]["ttft"], b["panes"]["ttft"]
+    assert (ta["p50"], ta["p99"]) != (tb["p50"], tb["p99"])  # the marks move with the set
+    seek(p, t1)  # back: the bins shrink to the same counts as before
+    p.wait(f"{LS}.views.latdist.shown.n === 3")
+    assert shown(p)["panes"] == a["panes"]
+    assert p.problems == []
+
+
+def test_the_cursor_steps_requests_are_highlighted_on_their_lanes(fpage) -> None:
+    p = fpage
+    p.wait(f"{SV}.whole && (document.getElementById('requests-plot').data || []).length > 0")
+    # steps from the overview's step table: the middle one, and one with a different set of requests
+    steps = p.js(f"{STORE}.main.step.map(s => [s.start_us, s.model_dur_us, s.request_ids])")
+    picked = []
+    for i in range(len(steps) // 2, len(steps) - 1):
+        if not picked or set(steps[i][2]) != set(picked[0][2]):
+            picked.append((steps[i][0], min(steps[i + 1][0] - steps[i][0], steps[i][1]), steps[i][2]))
+        if len(picked) == 2:
+            break
+    assert len(picked) == 2
+    hashes = []
+    for start, span, ids in picked:
+        seek(p, start + 0.25 * span)
+        p.wait(f"JSON.stringify({LS}.views.requests.highlighted.slice().sort((a, b) => a - b)) === "
+               f"{json.dumps(json.dumps(sorted(ids), separators=(',', ':')))}")
+        hashes.append(overlay_hash(p, "requests-plot"))
+    assert hashes[0] != hashes[1]
+    # the overlay passes the pointer through: the lanes' hover still answers under it
+    assert p.js("getComputedStyle(document.querySelector('#requests canvas.plot-overlay')).pointerEvents") == "none"
     assert p.problems == []
 
 
@@ -235,8 +343,7 @@ def test_a_real_serving_preset_plays_its_requests_steps_and_latencies(page, serv
     p.wait(f"{STORE}.ended", timeout_s=60)
     time.sleep(1.0)
     summary = p.js(f"{STORE}.summary")
-    notes = p.js("document.getElementById('latdist-plot').layout.annotations.map(a => a.text).join(' ')")
-    assert f"<b>TTFT</b> n={summary['completed']}" in notes
+    assert shown(p)["all"] and shown(p)["panes"]["ttft"]["n"] == summary["completed"]
     assert "server median" in p.js("document.getElementById('latdist-info').textContent")
     ttft = p.js(f"{SV}.stats('ttft').p50")
     assert abs(ttft - summary["median_ttft_ms"]) <= 1e-3 * summary["median_ttft_ms"]

@@ -66,3 +66,54 @@ def test_a_one_layer_clock_multiplies_by_the_layer_count() -> None:
     out = axis("layer", [0.0, 10.0, 100.0], extent=100.0)
     assert out["layer"]["x"] == pytest.approx([0.0, 10.0, 100.0])
     assert out["model"]["x"] == pytest.approx([0.0, 940.0, 9400.0])
+
+
+OTHERS = """
+import { TimeAxis } from "%(url)s";
+const [mainClock, steps, other, ts] = JSON.parse(process.argv[1]);
+const ax = new TimeAxis();
+ax.load(24700.0, 94, [], mainClock, mainClock === "model" ? steps : []);
+const otherSteps = other.clock === "model" ? steps : [];
+ax.loadOthers([{ role: "compare", clock: other.clock, end: other.end, spans: [], steps: otherSteps }]);
+const run = { role: "compare" };
+const out = {};
+for (const units of ["model", "layer"]) {
+  ax.setUnits(units);
+  const sc = ax.scale();
+  out[units] = {
+    x: ts.map((t) => ax.of(run).toX(t) * sc), end: ax.shown()[1] * sc, mainEnd: ax.toX(24700.0) * sc,
+    same: ax.of({ role: "main" }) === ax, at: ax.timeOf(run, 9500.0),
+  };
+}
+console.log(JSON.stringify(out));
+"""
+
+
+def others(main_clock: str, other: dict[str, Any], ts: list[float]) -> dict[str, Any]:
+    script = OTHERS % {"url": (JS / "axis.js").as_uri()}
+    proc = subprocess.run(
+        [NODE or "node", "--input-type=module", "-e", script, json.dumps([main_clock, STEPS, other, ts])],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_a_compare_run_on_a_per_layer_clock_beside_a_serving_run_gets_its_own_mapping() -> None:
+    # main: a serving run (whole-model clock); compare: one request, its events one layer's time (1 000 µs long)
+    ts = [0.0, 100.0, 1000.0]
+    out = others("model", {"clock": "layer", "end": 1000.0}, ts)
+    # whole model: the compare's layer time times 94 layers, like the main run's whole-model clock
+    assert out["model"]["x"] == pytest.approx([t * 94 for t in ts])
+    assert out["model"]["end"] == pytest.approx(94_000.0)  # the longer run sets the end
+    assert out["model"]["mainEnd"] == pytest.approx(24_700.0)
+    # one layer: its own per-layer time, beside the main run's one layer of each step
+    assert out["layer"]["x"] == pytest.approx(ts)
+    assert out["model"]["same"] and out["layer"]["same"]  # the main run keeps the shared axis itself
+    assert out["model"]["at"] == pytest.approx(9500.0 / 94)  # the same moment on the compare's clock
+
+
+def test_a_serving_compare_run_beside_a_per_layer_run_is_not_multiplied_again() -> None:
+    ts = [0.0, 50.0, 9500.0]
+    out = others("layer", {"clock": "model", "end": 24700.0}, ts)
+    assert out["model"]["x"] == pytest.approx(ts)  # its clock already is the whole model's
+    assert out["layer"]["x"] == pytest.approx([0.0, 50.0, 100.0], abs=1e-3)  # its steps' one-layer windows

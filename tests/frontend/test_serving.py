@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from layerscope.scenario import ScenarioSpec
@@ -51,6 +52,9 @@ for (const k of ["ttft", "tpot", "itl", "e2el"]) {
   out.stats[k] = { n: s.n, p50: s.p50, p99: s.p99 };
 }
 out.kv = sv.kv.used.length;
+const fo = sv.finishOrder();
+const by = [fo.t[3], fo.t[3] - 1e-6].map((t) => sv.finishedBy(t));
+out.finish = { t: fo.t, ends: fo.ends, p50: fo.p50.ttft, p99: fo.p99.itl, by };
 console.log(JSON.stringify(out));
 """
 
@@ -134,3 +138,22 @@ def test_the_views_figures_equal_the_servers_summary_on_a_real_run(preset: str) 
     assert sum(r["preemptions"] for r in out["requests"].values()) == s["num_preemptions"]
     want = {str(e["request_id"]): e["output_len"] for e in events if e["kind"] == "request"}
     assert {rid: r["tokens"] for rid, r in out["requests"].items()} == want  # every token counted, none twice
+
+
+def test_finish_order_gives_each_finished_prefix_its_values_and_exact_percentiles(run) -> None:
+    """What the histograms show at a cursor: the requests finished by then, their values and percentiles."""
+    events, out = run
+    fin = sorted((e["t_us"], e["request_id"]) for e in events if e["kind"] == "request" and e["what"] == "finished")
+    f = out["finish"]
+    assert f["t"] == [t for t, _ in fin]
+    assert f["by"] == [4, 3]  # at the 4th finish: 4 requests; just before it: 3
+    reqs = out["requests"]
+    gaps = [0]
+    for _, rid in fin:
+        gaps.append(gaps[-1] + reqs[str(rid)]["tokens"] - 1)
+    assert f["ends"]["itl"] == gaps and f["ends"]["ttft"] == list(range(len(fin) + 1))
+    for k in range(1, len(fin) + 1):
+        ttfts = sorted(reqs[str(rid)]["ttft"] for _, rid in fin[:k])
+        assert f["p50"][k] == pytest.approx(float(np.percentile(ttfts, 50)), rel=1e-12), k
+    assert f["p50"][0] is None  # NaN: no finished request yet
+    assert f["p99"][-1] == pytest.approx(out["stats"]["itl"]["p99"], rel=1e-12)

@@ -77,7 +77,35 @@ export class TimeAxis {
     this.clock = "layer";
     this.steps = []; // whole-model clock: each step's [start, start + one layer's dur, start + model dur], µs
     this.ver = 0; // bumped on every change of range, units or mapping
+    this.others = new Map(); // run role -> the axis of a run on another clock (see of())
+    this.parent = null; // set on such an axis: it draws in its parent's unit (ms or µs) and units
     this.build();
+  }
+
+  // The axis a run's own event times go through: this one, or, for a run on another clock than the main run
+  // (a compare run whose events count one layer beside a serving run's whole-model clock, or the other way),
+  // that run's own mapping into the same x (whole-model time in units "model", one layer's in units "layer").
+  of(run) {
+    return (run && this.others.get(run.role)) || this;
+  }
+
+  // Main-run time t as the time of run's own clock at the same x (the bank map of a run on another clock).
+  timeOf(run, t) {
+    const ax = this.of(run);
+    return ax === this ? t : ax.fromX(this.toX(t));
+  }
+
+  // Runs on another clock than the main run: [{role, clock, end (µs of its clock), spans, steps}].
+  loadOthers(runs) {
+    this.others = new Map();
+    for (const r of runs) {
+      const ax = new TimeAxis();
+      ax.parent = this;
+      ax.load(r.end, this.layers, r.spans, r.clock, r.steps);
+      ax.setUnits(this.units);
+      this.others.set(r.role, ax);
+    }
+    this.ver += 1;
   }
 
   // Called when a run loads: its extent, its layer count, its one-off spans and its clock ("model": the steps'
@@ -91,6 +119,7 @@ export class TimeAxis {
     this.spans = clock === "model" ? [] : spans || []; // on a whole-model clock a one-off cost already has its length
     this.range = null;
     this.cursor = 0;
+    this.others = new Map(); // loadOthers() adds the runs on another clock
     this.build();
   }
 
@@ -160,6 +189,7 @@ export class TimeAxis {
     if (units === this.units) return;
     this.units = units;
     this.build();
+    for (const ax of this.others.values()) ax.setUnits(units);
   }
 
   seg(t) {
@@ -198,6 +228,7 @@ export class TimeAxis {
   }
 
   scale() {
+    if (this.parent) return this.parent.scale();
     return this.lengthUs() > 5000 ? 1000 : 1;
   }
 
@@ -212,8 +243,11 @@ export class TimeAxis {
 
   // the x range to draw: the zoom, else the whole extent
   shown() {
-    const r = this.range || this.extent;
-    return [this.toX(r[0]), this.toX(r[1])];
+    if (this.range) return [this.toX(this.range[0]), this.toX(this.range[1])];
+    // the whole extent: the end of whichever run (on its own clock) ends last
+    let end = this.toX(this.extent[1]);
+    for (const ax of this.others.values()) end = Math.max(end, ax.toX(ax.extent[1]));
+    return [this.toX(this.extent[0]), end];
   }
 
   // Tick values and texts: 1/2/5 steps in the shown unit, counted in true simulated time within each

@@ -53,7 +53,17 @@ async function panelPNG(panel) {
   if (plot) {
     const w = plot.clientWidth;
     const h = plot.clientHeight;
-    return { url: await Plotly.toImage(plot, { format: "png", width: w, height: h, scale: SCALE }), w, h };
+    const url = await Plotly.toImage(plot, { format: "png", width: w, height: h, scale: SCALE });
+    // what moves with the cursor is drawn on canvases over the plot (overlay.js): the picture shows them too
+    const layers = [...panel.querySelectorAll("canvas.plot-overlay")].filter((c) => c.dataset.plot === plot.id && c.style.display === "block");
+    if (!layers.length) return { url, w, h };
+    const c = document.createElement("canvas");
+    c.width = w * SCALE;
+    c.height = h * SCALE;
+    const ctx = c.getContext("2d");
+    ctx.drawImage(await loadImage(url), 0, 0, c.width, c.height);
+    for (const o of layers) ctx.drawImage(o, 0, 0, c.width, c.height); // an overlay covers its plot exactly
+    return { url: c.toDataURL("image/png"), w, h };
   }
   if (canvas) return { url: canvas.toDataURL("image/png"), w: canvas.clientWidth, h: canvas.clientHeight };
   if (svg) {

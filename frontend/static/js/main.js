@@ -1,7 +1,8 @@
 // Wiring: one connection, one store (events + the shared time axis), the views, and one render loop that
 // coalesces every update into at most one redraw per animation frame. The time plots draw the whole run
 // (loaded.overview) and redraw only when the axis, units or theme change; during playback only the cursor
-// (a CSS line), the bank map, the topology and the log move, so playback stays cheap.
+// (a canvas over each time plot), the serving views' overlays, the bank map, the topology and the log move, so
+// playback stays cheap.
 
 import { CELL, PHASE, setTheme } from "./colors.js";
 import { Controls } from "./controls.js";
@@ -44,7 +45,7 @@ const query = new URLSearchParams(location.search);
 const store = new Store();
 // read by tests and benchmarks: animation frames, messages, Plotly redraws and their cost, frame delivery
 // delay (server created_ms to arrival, last 1000 frames), the longest main-thread task, exports
-const stats = { raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
+const stats = { liveDraws: 0, raf: 0, messages: 0, frames: 0, plotDraws: 0, drawsBy: {}, errors: [], renderMs: {}, delayMs: [], longestTaskMs: 0, exports: [] };
 if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includes("longtask")) {
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) stats.longestTaskMs = Math.max(stats.longestTaskMs, e.duration);
@@ -282,11 +283,14 @@ function loop(now) {
       break;
     }
   }
+  // what moves with the cursor in the serving views (the histograms' finished set, the step's lanes) is drawn on
+  // canvases over their plots, only when it changed: no Plotly call per cursor move (bench/README.md)
+  if (servingShown) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
   for (const c of cursors) c.place(store.t, store.axis);
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
 if (query.get("units") === "model") applyUnits("model");
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));

@@ -61,6 +61,18 @@ export function percentile(sorted, q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo);
 }
 
+// Two ascending arrays merged into a new ascending one.
+function mergeSorted(a, b) {
+  const out = new Array(a.length + b.length);
+  let i = 0;
+  let j = 0;
+  let k = 0;
+  while (i < a.length && j < b.length) out[k++] = a[i] <= b[j] ? a[i++] : b[j++];
+  while (i < a.length) out[k++] = a[i++];
+  while (j < b.length) out[k++] = b[j++];
+  return out;
+}
+
 export class ServingState {
   constructor(store) {
     this.store = store;
@@ -80,6 +92,7 @@ export class ServingState {
     this.stepOf = null; // cache for stepAt
     this.lat = { ttft: [], tpot: [], itl: [], e2el: [] }; // whole-model ms, appended as requests finish
     this.latFirst = new Set(); // ids whose TTFT was recorded
+    this.byFinish = null; // finishOrder()'s cache, dropped when a request finishes
     this.kv = { t: [], used: [], free: [], cachedT: [], cached: [] }; // KV blocks over time (banks snapshots, steps)
   }
 
@@ -268,7 +281,56 @@ export class ServingState {
     r.tpotMs = r.output_len > 1 ? (e2el - ttft) / (r.output_len - 1) : NaN;
     if (Number.isFinite(r.tpotMs)) this.lat.tpot.push(r.tpotMs);
     this.lat.e2el.push(e2el);
-    for (let i = 1; i < r.tokens.length; i++) this.lat.itl.push((this.tokenUs(r.tokens[i]) - this.tokenUs(r.tokens[i - 1])) / 1e3);
+    r.itlMs = [];
+    for (let i = 1; i < r.tokens.length; i++) r.itlMs.push((this.tokenUs(r.tokens[i]) - this.tokenUs(r.tokens[i - 1])) / 1e3);
+    for (const v of r.itlMs) this.lat.itl.push(v);
+    this.byFinish = null;
+  }
+
+  // The finished requests in finish order, for latency figures that grow with the cursor (computed once):
+  //   t[k]             the k-th finish, timeline µs (finishedBy(t) = how many finished at or before t)
+  //   values[key]      TTFT / TPOT / ITL values (whole-model ms) in finish order, a request's values together
+  //   ends[key][k]     how many of values[key] belong to the first k finished requests
+  //   p50[key][k], p99[key][k]   their percentiles (NaN for none), exact, built by merging request by request
+  finishOrder() {
+    if (this.byFinish) return this.byFinish;
+    const done = [...this.requests.values()].filter((r) => r.finished !== null).sort((a, b) => a.finished - b.finished);
+    const out = { t: done.map((r) => r.finished), values: {}, ends: {}, p50: {}, p99: {} };
+    const of = { ttft: (r) => [r.ttftMs], tpot: (r) => [r.tpotMs], itl: (r) => r.itlMs || [] };
+    for (const [key, get] of Object.entries(of)) {
+      const values = [];
+      const ends = [0];
+      const p50 = [NaN];
+      const p99 = [NaN];
+      let sorted = [];
+      for (const r of done) {
+        const mine = get(r).filter(Number.isFinite);
+        for (const v of mine) values.push(v);
+        ends.push(values.length);
+        sorted = mergeSorted(sorted, mine.sort((a, b) => a - b));
+        p50.push(percentile(sorted, 0.5));
+        p99.push(percentile(sorted, 0.99));
+      }
+      out.values[key] = values;
+      out.ends[key] = ends;
+      out.p50[key] = p50;
+      out.p99[key] = p99;
+    }
+    this.byFinish = out;
+    return out;
+  }
+
+  // How many requests finished at or before timeline time t (a binary search of finishOrder().t).
+  finishedBy(t) {
+    const ft = this.finishOrder().t;
+    let lo = 0;
+    let hi = ft.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (ft[mid] <= t) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   }
 
   // The step running at timeline time t (its start <= t), or null.

@@ -78,12 +78,15 @@ export class Store {
     this.layers = ov ? ov.num_layers : 1;
     this.main = this.runs.find((r) => r.role === "main") || null;
     this.compareRun = this.runs.find((r) => r.role === "compare") || null;
-    // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two
+    // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two.
+    // The main run's clock sets the axis (a serving run's is the whole model's: see axis.js); a run on another
+    // clock gets its own mapping into the same x (axis.of(run)), its extent counted on its own clock.
     const end = (r) => Math.max(0, ...r.kernel.map((k) => k.start_us + k.dur_us), ...r.decode_step.map((e) => e.t_us));
-    this.extent = Math.max(this.duration, ...this.runs.map(end));
-    // the main run's clock sets the axis (a serving run's is the whole model's: see axis.js)
     const clock = this.main ? this.main.clock : "layer";
-    this.axis.load(this.extent, this.layers, oneOffSpans(this.runs), clock, clock === "model" ? this.main.step : []);
+    const same = this.runs.filter((r) => r.clock === clock);
+    this.extent = Math.max(this.duration, ...same.map(end));
+    this.axis.load(this.extent, this.layers, oneOffSpans(same), clock, clock === "model" ? this.main.step : []);
+    this.axis.loadOthers(this.runs.filter((r) => r.clock !== clock).map((r) => ({ role: r.role, clock: r.clock, end: end(r), spans: oneOffSpans([r]), steps: r.step || [] })));
     this.bump("axis");
     this.bump("run");
     this.clear();

@@ -39,6 +39,10 @@ export class BankModel {
     this.banks = banks;
     this.cap = cap;
     this.pageLevel = this.ops.some((e) => e.kind === "page_alloc");
+    // the most pages in use at once over the run (its bank snapshots): at the end of a serving run every request
+    // has finished and freed its KV, so "0 pages" alone says nothing about the run
+    this.peak = 0;
+    for (const e of this.ops) if (e.kind === "banks") this.peak = Math.max(this.peak, e.used.reduce((a, b) => a + b, 0));
     this.rewind();
   }
 
@@ -283,8 +287,9 @@ export class BanksView {
       const live = this.shownT !== null && t > this.shownT && t - this.shownT < (s.extent || 1) * 0.05;
       let changed = this.shownT === null || t < this.shownT;
       this.models.forEach((m, k) => {
-        const rewound = t < m.t;
-        const done = m.advance(t);
+        const tk = s.axis.timeOf(m.run, t); // the same moment on a run's own clock (axis.js)
+        const rewound = tk < m.t;
+        const done = m.advance(tk);
         if (done.length || rewound || this.shownT === null) {
           this.paint(k, rewound || this.shownT === null ? null : done);
           changed = true;
@@ -421,7 +426,8 @@ export class BanksView {
       const n = m.tally();
       const bad = m.crc.filter((v) => v === false).length;
       const tag = this.models.length > 1 ? `${m.run.role === "compare" ? "B" : "A"}: ` : "";
-      return `${tag}${m.banks}×${m.cap} · ${n.used} pages` + (n.evicted ? ` · ${n.evicted} evicted` : "") + (n.stale ? ` · ${n.stale} stale` : "") + (bad ? ` · CRC ✗ ${bad} banks` : "");
+      const peak = m.byRequest && m.peak ? ` in use (run peak ${m.peak.toLocaleString("en-US")})` : "";
+      return `${tag}${m.banks}×${m.cap} · ${n.used} pages${peak}` + (n.evicted ? ` · ${n.evicted} evicted` : "") + (n.stale ? ` · ${n.stale} stale` : "") + (bad ? ` · CRC ✗ ${bad} banks` : "");
     });
     const text = parts.join("  |  ");
     if (text !== this.info.textContent) this.info.textContent = text;

@@ -1,51 +1,83 @@
-// A vertical "now" line over a Plotly time axis, moved with CSS every animation frame (no Plotly redraw).
+// A vertical "now" line over a Plotly time axis, the part of the run not played yet dimmed, drawn on a canvas over
+// the plot (overlay.js), never a Plotly redraw. A canvas, not moved elements: moving a composited line or dimming
+// box with a CSS transform every frame made Chromium re-layerize the whole page each frame (its cost grows with
+// the timeline's thousands of SVG kernels: serving-kv-preemption played at 33 rAF/s; bench/README.md), while a
+// canvas repaint is a repaint. Only the strip between the old and the new cursor is repainted.
+
+import { THEME } from "../colors.js";
+import { PlotOverlay } from "./overlay.js";
+
+const DIM = 0.4; // opacity of the dimming over the part not played yet
 
 export class TimeCursor {
   constructor(plotEl) {
     this.plot = plotEl;
-    this.line = document.createElement("div");
-    this.line.className = "now-line";
-    this.future = document.createElement("div"); // the part of the run not played yet, dimmed
-    this.future.className = "future";
-    plotEl.parentElement.style.position = "relative";
-    plotEl.parentElement.append(this.future, this.line);
+    this.overlay = new PlotOverlay(plotEl, { top: true });
+    this.overlay.canvas.classList.add("time-cursor");
+    this.last = ""; // geometry drawn
+    this.px = null; // css px of the line from the plot area's left (null: not drawn); read by tests
   }
 
-  // t: simulated µs; axis: the store's TimeAxis (maps t to the plot's x). The line and the dimmed "not played
-  // yet" overlay are their own compositor layers moved by transforms, so the plot under them is never repainted.
+  // t: simulated µs; axis: the store's TimeAxis (maps t to the plot's x).
   place(t, axis) {
-    const fl = this.plot._fullLayout;
-    if (!fl || !fl.xaxis || !fl.xaxis.range || !fl.yaxis || !this.plot.isConnected) {
+    const fl = this.overlay.layout();
+    if (!fl || !fl.xaxis || !fl.xaxis.range || !fl.yaxis) {
       this.hide();
       return;
     }
     const [x0, x1] = fl.xaxis.range;
     const x = axis ? axis.toX(t) : t;
     const len = fl.xaxis._length;
-    const frac = Math.min(Math.max((x - x0) / (x1 - x0), 0), 1);
-    const key = `${t > 0}:${(frac * len).toFixed(1)}:${len}:${fl.yaxis._length}:${fl.margin.l}:${fl.margin.t}`;
-    if (key === this.last) return; // nothing moved: no style writes
-    this.last = key;
-    const left = this.plot.offsetLeft + fl.margin.l;
-    const top = this.plot.offsetTop + fl.margin.t;
-    const h = fl.yaxis._length;
-    const px = frac * len;
-    const ls = this.line.style;
-    ls.display = x < x0 || x > x1 ? "none" : "block";
-    ls.height = `${h}px`;
-    ls.transform = `translate(${left + px - 1}px, ${top}px)`;
-    const fs = this.future.style;
-    fs.display = len - px > 1 && t > 0 ? "block" : "none"; // at 0 the whole run reads undimmed
-    fs.width = `${len}px`;
-    fs.height = `${h}px`;
-    fs.transform = `translate(${left + px}px, ${top}px) scaleX(${(len - px) / len})`;
+    const px = Math.min(Math.max((x - x0) / (x1 - x0), 0), 1) * len;
+    const geom = `${this.overlay.geometry(["xaxis", "yaxis"])}:${fl.margin.l}:${fl.margin.t}:${THEME.panel}`;
+    const state = { px, line: x >= x0 && x <= x1, dim: t > 0 };
+    if (geom === this.last && this.shown && px === this.shown.px && state.line === this.shown.line && state.dim === this.shown.dim) return;
+    const area = { l: fl.margin.l, t: fl.margin.t, w: len, h: fl.yaxis._length };
+    let ctx;
+    let from = 0;
+    let to = len;
+    if (geom !== this.last || !this.shown) {
+      ctx = this.overlay.begin(); // full redraw: cleared
+      if (!ctx) return;
+      this.last = geom;
+    } else {
+      ctx = this.overlay.ctx;
+      from = Math.max(0, Math.min(px, this.shown.px) - 3);
+      to = Math.min(len, Math.max(px, this.shown.px) + 3);
+      if (state.dim !== this.shown.dim) [from, to] = [0, len];
+      ctx.clearRect(area.l + from, area.t, to - from, area.h);
+    }
+    this.draw(ctx, area, state, from, to);
+    this.shown = state;
+    this.px = state.line ? px : null;
+  }
+
+  // the dimming right of the line and the line itself, within [from, to] of the plot area (css px)
+  draw(ctx, area, state, from, to) {
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(area.l + from, area.t, to - from, area.h);
+    ctx.clip();
+    if (state.dim && state.px < to) {
+      ctx.globalAlpha = DIM;
+      ctx.fillStyle = THEME.panel;
+      const a = Math.max(state.px, from);
+      ctx.fillRect(area.l + a, area.t, to - a, area.h);
+    }
+    if (state.line) {
+      ctx.globalAlpha = 0.85;
+      ctx.fillStyle = THEME.bright;
+      ctx.fillRect(area.l + state.px - 1, area.t, 2, area.h);
+    }
+    ctx.restore();
   }
 
   hide() {
     if (this.last === "hidden") return;
     this.last = "hidden";
-    this.line.style.display = "none";
-    this.future.style.display = "none";
+    this.shown = null;
+    this.px = null;
+    this.overlay.canvas.style.display = "none";
   }
 }
 

@@ -59,7 +59,8 @@ export class LatencyView {
       const tag = s.runs.length > 1 ? ` · ${run.label}` : "";
       const once = oneOff(run);
       const val = (e) => (model ? e.model_latency_us / 1e3 : Math.max(0, e.latency_us - (once.get(e.step) || 0)));
-      const x = d.map((e) => ax.toX(e.t_us));
+      const rx = ax.of(run); // a run on another clock has its own mapping (axis.js)
+      const x = d.map((e) => rx.toX(e.t_us));
       const y = d.map(val);
       if (!model) for (const [step, extra] of [...once].filter(([, v]) => v > 0.2 * Math.max(...y)).slice(0, 1)) {
         const i = d.findIndex((e) => e.step === step);
@@ -90,7 +91,7 @@ export class LatencyView {
       if (model) {
         const over = d.filter((e) => e.over_sla);
         if (over.length) traces.push({
-          type: "scatter", mode: "markers", name: `over SLA${tag}`, x: over.map((e) => ax.toX(e.t_us)), y: over.map(val), showlegend: false,
+          type: "scatter", mode: "markers", name: `over SLA${tag}`, x: over.map((e) => rx.toX(e.t_us)), y: over.map(val), showlegend: false,
           marker: { color: SERIES.sla, size: 6, symbol: "x-thin", line: { width: 1.5, color: SERIES.sla } }, hovertemplate: "over SLA: %{y:.3f} ms<extra></extra>",
         });
       }

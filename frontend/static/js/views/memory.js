@@ -29,7 +29,8 @@ export class MemoryView {
     let minFree = Infinity;
     for (const run of s.runs) {
       const m = run.memory;
-      const x = m.map((e) => ax.toX(e.t_us));
+      const rx = ax.of(run); // a run on another clock has its own mapping (axis.js)
+      const x = m.map((e) => rx.toX(e.t_us));
       const color = runColor(run.role);
       const tag = s.runs.length > 1 ? ` · ${run.label}` : "";
       for (const [name, key] of [["HBM free", "hbm_free_bytes"], ["largest free run", "largest_free_run_bytes"], ["KV cache", "kv_bytes"]]) {

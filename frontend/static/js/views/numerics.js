@@ -35,6 +35,7 @@ export class NumericsView {
     let top = FLOOR * 10;
     for (const run of s.runs) {
       const ns = run.numerics;
+      const rx = ax.of(run); // a run on another clock has its own mapping (axis.js)
       if (!ns.length) continue;
       const err = ns.map((e) => num(e.rel_error));
       const finite = err.filter(Number.isFinite);
@@ -42,21 +43,21 @@ export class NumericsView {
       const color = runColor(run.role);
       traces.push({
         type: "scatter", mode: "lines+markers", name: `rel. error${s.runs.length > 1 ? ` · ${run.label}` : ""}`,
-        x: ns.map((e) => ax.toX(e.t_us)), y: err.map((v) => (Number.isFinite(v) ? Math.max(v, FLOOR) : null)), connectgaps: false,
+        x: ns.map((e) => rx.toX(e.t_us)), y: err.map((v) => (Number.isFinite(v) ? Math.max(v, FLOOR) : null)), connectgaps: false,
         line: { color, width: 1.6, shape: "hv" }, marker: { size: 4, color },
         customdata: ns.map((e) => [e.phase, e.step ?? e.chunk, e.max_abs_error, e.nan_count, e.inf_count, e.scaled_model]),
         hovertemplate: "%{customdata[0]} %{customdata[1]}: rel. error %{y:.2e}, max abs %{customdata[2]:.2e}<br>NaN %{customdata[3]}, Inf %{customdata[4]}<extra>numpy layer at scaled size (%{customdata[5]})</extra>",
       });
       const bad = ns.filter((e, i) => !Number.isFinite(err[i]) || e.nan_count > 0 || e.inf_count > 0);
       if (bad.length) traces.push({
-        type: "scatter", mode: "markers", name: "NaN / Inf in the output", x: bad.map((e) => ax.toX(e.t_us)), y: bad.map(() => 1), yaxis: "y2",
+        type: "scatter", mode: "markers", name: "NaN / Inf in the output", x: bad.map((e) => rx.toX(e.t_us)), y: bad.map(() => 1), yaxis: "y2",
         marker: { symbol: "x", size: 9, color: SERIES.sla }, hovertemplate: "non-finite output: NaN %{customdata[0]}, Inf %{customdata[1]}<extra></extra>",
         customdata: bad.map((e) => [e.nan_count, e.inf_count]),
       });
       if (run.role === "main") {
         let lastX = -Infinity;
         for (const f of run.fault) {
-          const x = ax.toX(f.t_us);
+          const x = rx.toX(f.t_us);
           shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1, line: { color: f.action === "recovered" ? THEME.muted : SERIES.sla, dash: "dot", width: 1 } });
           const [v0, v1] = ax.shown();
           const far = (x - lastX) / Math.max(v1 - v0, 1e-9) > 0.08; // labels never overlap: one per 8% of the width

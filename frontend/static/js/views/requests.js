@@ -1,11 +1,14 @@
 // Request lanes (a Gantt chart, one row per request in arrival order): waiting, prefill chunks (one bar per
-// step that computed some of its prompt), decode, preempted and recomputed, finished. The requests of the step
-// running now are outlined while the lanes grow frame by frame; drawn from the whole run (the dashboard), the
-// lanes are drawn once and the shared cursor marks the time. Hover: input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
+// step that computed some of its prompt), decode, preempted and recomputed, finished. Drawn from the whole run
+// (the dashboard), the lanes are one Plotly figure drawn once; the shared cursor marks the time and the requests
+// of the step running at the cursor are highlighted on a canvas over the plot (overlay.js: a band across each of
+// their rows and a mark over the step), redrawn when the step changes, never a Plotly call per cursor move.
+// Hover (the plot's own, under the overlay): input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
 
 import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
 import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
+import { PlotOverlay } from "./overlay.js";
 
 const LABEL = {
   waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
@@ -22,6 +25,53 @@ export class RequestsView {
     this.id = "requests";
     this.title = "request lanes";
     this.drawn = "";
+    this.overlay = new PlotOverlay(el);
+    this.liveKey = "";
+    this.highlighted = []; // request ids highlighted now (tests)
+  }
+
+  // The step running at the cursor (null before the first or between steps): its requests are highlighted.
+  current() {
+    const t = this.store.t;
+    const cur = this.serving.stepAt(t);
+    return cur && t <= stepEnd(cur) * 1.000001 ? cur : null;
+  }
+
+  // Called every animation frame (main.js): redraws the highlight when the cursor's step or the plot's geometry
+  // changed. True when it drew.
+  live() {
+    const cur = this.current();
+    const key = `${cur ? cur.index : "-"}:${this.drawn}:${this.overlay.geometry(["xaxis", "yaxis"])}`;
+    if (key === this.liveKey) return false;
+    this.liveKey = key;
+    const ctx = this.overlay.begin();
+    const fl = this.overlay.layout();
+    this.highlighted = [];
+    if (!ctx || !fl || !cur) return true;
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
+    const ax = this.store.axis;
+    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0));
+    const h = Math.max(2, rowH * 0.9);
+    const a = xa._offset + xa.l2p(ax.toX(cur.start));
+    const w = Math.max(3, xa._offset + xa.l2p(ax.toX(stepEnd(cur))) - a); // at least 3 px: a step can be narrower
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(xa._offset, ya._offset, xa._length, ya._length);
+    ctx.clip();
+    for (const id of cur.ids) {
+      const row = this.serving.order.indexOf(id);
+      if (row < 0) continue;
+      this.highlighted.push(id);
+      const y = ya._offset + ya.l2p(row) - h / 2;
+      ctx.globalAlpha = 0.14;
+      ctx.fillStyle = THEME.bright;
+      ctx.fillRect(xa._offset, y, xa._length, h); // the row, across the plot: findable at any zoom
+      ctx.globalAlpha = 0.9;
+      ctx.fillRect(a - 1, y - 1, w + 2, h + 2);
+    }
+    ctx.restore();
+    return true;
   }
 
   hover(r) {
@@ -73,21 +123,6 @@ export class RequestsView {
       }
     });
     const out = [];
-    const cur = sv.whole ? null : sv.stepAt(now);
-    if (cur && now <= stepEnd(cur) * 1.000001) {
-      const hl = { x: [], y: [] };
-      for (const id of cur.ids) {
-        const row = sv.order.indexOf(id);
-        if (row < 0) continue;
-        const a = ax.toX(cur.start);
-        hl.x.push(a, Math.max(ax.toX(stepEnd(cur)), a + minW), null);
-        hl.y.push(row, row, null);
-      }
-      out.push({
-        type: "scatter", mode: "lines", name: "current step", meta: "current-step", x: hl.x, y: hl.y,
-        line: { color: THEME.bright, width: width + 5 }, opacity: 0.5, hoverinfo: "skip", connectgaps: false,
-      });
-    }
     for (const [state, t] of Object.entries(by)) {
       out.push({
         type: "scatter", mode: "lines", name: state, meta: state, x: t.x, y: t.y, text: t.text,

@@ -75,9 +75,10 @@ export class TimelineView {
         t.text.push(h, h, h, null);
         t.cd.push([ri, seg.i], [ri, seg.i], [ri, seg.i], null);
       };
+      const rx = ax.of(run); // a run on another clock than the main run has its own mapping (axis.js)
       run.kernel.forEach((k, i) => {
-        const a = ax.toX(k.start_us);
-        const b = ax.toX(k.start_us + k.dur_us);
+        const a = rx.toX(k.start_us);
+        const b = rx.toX(k.start_us + k.dur_us);
         if (b < x0 || a > x1) return;
         launches += 1;
         const px = Math.floor(a / pxX);
@@ -114,9 +115,10 @@ export class TimelineView {
     const labels = { x: [], y: [], text: [] };
     for (const run of s.runs) {
       let last = -Infinity;
+      const rx = ax.of(run);
       for (const k of run.kernel) {
         if (k.stage_kind !== "attention" || k.phase !== "prefill" || k.chunk === null || k.chunk === undefined) continue;
-        const x = ax.toX(k.start_us + k.dur_us / 2);
+        const x = rx.toX(k.start_us + k.dur_us / 2);
         if ((x - last) / pxX < LABEL_PX) continue;
         last = x;
         labels.x.push(x);
@@ -145,7 +147,8 @@ export class TimelineView {
       const marks = steps.length
         ? steps.map((e) => [e.t_us, `engine step ${e.index}: ${e.num_seqs} sequences, ${e.prefill_tokens} prefill + ${e.decode_tokens} decode tokens`])
         : [...run.decode_step.map((e) => [e.t_us, `step ${e.step} starts`]), ...run.chunk.map((c) => [c.t_us, `chunk ${c.chunk} starts (${c.chunk_size} tokens, ${c.reason})`])];
-      const xs = marks.map((m) => ax.toX(m[0]));
+      const rx = ax.of(run);
+      const xs = marks.map((m) => rx.toX(m[0]));
       const [v0, v1] = ax.shown();
       const visible = xs.filter((v) => v >= v0 && v <= v1).length;
       if (!visible || (v1 - v0) / pxX / visible < BOUNDARY_PX) continue;
