@@ -51,11 +51,13 @@ def test_reconnects_and_resumes_after_restart(browser) -> None:  # type: ignore[
         page.page.get_by_test_id("step").click()
         page.wait(f"{STORE}.kernels.length === 2")
         t_before = page.js(f"{STORE}.t")
+        page.js(f"void (window.__loadedBefore = {STORE}.loaded)")  # tells the resumed run from the old one
         server.stop()
         page.wait("document.getElementById('status').dataset.state === 'down'")
         server = ThreadServer(port)
         page.wait("document.getElementById('status').dataset.state === 'live'", timeout_s=30)
-        page.wait(f"{STORE}.scenario && {STORE}.scenario.decode_steps === 40 && {STORE}.t === {t_before}")
+        page.wait(f"{STORE}.loaded !== window.__loadedBefore && {STORE}.scenario && "
+                  f"{STORE}.scenario.decode_steps === 40 && {STORE}.t === {t_before}")
         assert page.js(f"{STORE}.kernels.length") == 2  # rebuilt by the seek, not lost and not doubled
         page.page.get_by_test_id("step").click()
         page.wait(f"{STORE}.kernels.length === 3")
