@@ -254,6 +254,27 @@ def test_the_cursor_steps_requests_are_highlighted_on_their_lanes(fpage) -> None
     assert p.problems == []
 
 
+def test_the_time_cursor_spans_each_plot_area_even_under_a_legend(fpage) -> None:
+    """The cursor is drawn where Plotly put the plot area (its axes' offsets): the step-mix plot's legend above the
+    plot pushes the area down, and a line placed by layout.margin stood that much too high."""
+    p = fpage
+    p.wait(f"{SV}.whole && (document.getElementById('stepmix-plot').data || []).length > 0")
+    steps = p.js(f"{STORE}.main.step.map(s => s.start_us)")
+    seek(p, steps[len(steps) // 2])
+    for plot in ("stepmix-plot", "requests-plot"):
+        p.wait(f"{LS}.cursors.find(c => c.plot.id === '{plot}').px !== null")
+        inside, above = p.js(
+            f"(() => {{ const c = {LS}.cursors.find(c => c.plot.id === '{plot}'); const fl = c.plot._fullLayout;"
+            " const cv = c.overlay.canvas; const ctx = cv.getContext('2d'); const dpr = cv.width / cv.clientWidth;"
+            " const x = Math.round((fl.xaxis._offset + c.px) * dpr);"
+            " const at = (y) => ctx.getImageData(x, Math.round(y * dpr), 1, 1).data[3];"
+            " return [at(fl.yaxis._offset + fl.yaxis._length - 3), at(fl.yaxis._offset - 4)]; })()")
+        assert inside > 0, f"{plot}: no line at the foot of the plot area"
+        assert above == 0, f"{plot}: the line runs above the plot area"
+    assert p.js("document.getElementById('stepmix-plot')._fullLayout._size.t") > p.js(
+        "document.getElementById('stepmix-plot')._fullLayout.margin.t"), "the legend no longer pushes the plot down"
+
+
 def test_a_shared_prefix_block_is_marked_after_a_seek(fpage) -> None:
     p = fpage
     # request 5 holds request 1's first block from 495 µs to 813 µs (servingfake); a seek rebuilds the map there

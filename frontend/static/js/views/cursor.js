@@ -29,10 +29,12 @@ export class TimeCursor {
     const x = axis ? axis.toX(t) : t;
     const len = fl.xaxis._length;
     const px = Math.min(Math.max((x - x0) / (x1 - x0), 0), 1) * len;
-    const geom = `${this.overlay.geometry(["xaxis", "yaxis"])}:${fl.margin.l}:${fl.margin.t}:${THEME.panel}`;
+    const geom = `${this.overlay.geometry(["xaxis", "yaxis"])}:${THEME.panel}`; // the axes' offsets and lengths
     const state = { px, line: x >= x0 && x <= x1, dim: t > 0 };
     if (geom === this.last && this.shown && px === this.shown.px && state.line === this.shown.line && state.dim === this.shown.dim) return;
-    const area = { l: fl.margin.l, t: fl.margin.t, w: len, h: fl.yaxis._length };
+    // the plot area where Plotly put it: the axes' offsets, not layout.margin (a legend or title above the plot
+    // pushes the area down by automargin, and the line would stand that much too high)
+    const area = { l: fl.xaxis._offset, t: fl.yaxis._offset, w: len, h: fl.yaxis._length };
     let ctx;
     let from = 0;
     let to = len;
