@@ -18,6 +18,8 @@ const PANES = [
   { key: "itl", title: "ITL", color: () => STAGE_KIND.memory, summary: "median_itl_ms", sla: true, unit: "gaps" },
 ];
 const BINS = 30;
+// below this plot width the panes stack (a phone); side by side each keeps >= ~120 px (a 1280-wide window's panel)
+const NARROW_PX = 400;
 const GHOST = 0.22; // opacity of the whole run's bars behind the finished-so-far ones
 const fmt = (v) => (Number.isFinite(v) ? (v >= 100 ? v.toFixed(0) : v.toPrecision(3)) : "–");
 
@@ -83,7 +85,9 @@ export class LatencyDistView {
     if (!force && stamp === this.drawn) return false;
     this.drawn = stamp;
     const s = this.store;
-    const narrow = this.el.clientWidth < 520; // a phone: the three panes stack
+    // a phone: the three panes stack, and the plot grows so each keeps a readable height (app.css .stacked)
+    const narrow = this.el.clientWidth < NARROW_PX;
+    this.el.classList.toggle("stacked", narrow);
     const gap = 0.06;
     const dom = (i) => (narrow ? [0, 1] : [i * (1 / 3) + (i ? gap / 2 : 0), (i + 1) * (1 / 3) - (i < 2 ? gap / 2 : 0)]);
     const ydom = (i) => (narrow ? [1 - (i + 1) / 3 + 0.09, 1 - i / 3 - 0.06] : [0, 0.86]);
@@ -223,6 +227,6 @@ export class LatencyDistView {
     ctx.fillStyle = THEME.text;
     ctx.font = "bold 10px ui-monospace, Menlo, monospace";
     ctx.textBaseline = "bottom";
-    ctx.fillText(`${p.title}${this.el.clientWidth < 520 ? " (ms)" : ""} n=${st.n}`, xa._offset, ya._offset - 3);
+    ctx.fillText(`${p.title}${this.el.clientWidth < NARROW_PX ? " (ms)" : ""} n=${st.n}`, xa._offset, ya._offset - 3);
   }
 }
