@@ -117,16 +117,19 @@ def test_a_serving_run_says_its_clock_is_the_whole_model_and_carries_its_request
     assert [k for _, k in merged] == [e.kind for e in result.events if e.kind in ("request", "step")]
 
 
-def test_page_events_travel_in_the_overview_only() -> None:
-    """The bank map reads page events from the overview, so frames do not carry them again."""
+def test_page_request_and_step_events_travel_in_the_overview_only() -> None:
+    """The bank map reads page events, and the serving views request and step events, from the overview, so
+    frames do not carry them again."""
     result = small_serving()
     run = prepare(result)
     kinds = {e["kind"] for e in run.events}
-    assert not kinds & {"page_alloc", "page_free", "page_migrate", "page_evict"}
+    assert not kinds & {"page_alloc", "page_free", "page_migrate", "page_evict", "request", "step"}
     assert run.num_events == len(result.events) > len(run.events)
-    assert {"kernel", "request", "step", "banks"} <= kinds
-    n_alloc = sum(1 for e in result.events if e.kind == "page_alloc")
-    assert n_alloc > 0 and len(rows(run.overview["runs"][0]["tables"]["page_alloc"])) == n_alloc
+    assert {"kernel", "banks"} <= kinds
+    tables = run.overview["runs"][0]["tables"]
+    for kind in ("page_alloc", "request", "step"):
+        n = sum(1 for e in result.events if e.kind == kind)
+        assert n > 0 and len(rows(tables[kind])) == n, kind
     assert run.duration_us == max(e.t_us + (e.dur_us if e.kind == "kernel" else 0.0) for e in result.events)
 
 

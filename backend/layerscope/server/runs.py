@@ -179,9 +179,10 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
 
 # Kinds the dashboard reads only from loaded.overview (the bank map rebuilds each run's state at the cursor from its
 # page events there), so they are not streamed again frame by frame: a serving run's page_alloc events carry
-# hundreds of (bank, slot) pairs each and were most of its frames' bytes (bench/README.md). Recordings and
-# exports are written from the engine's result and stay complete.
-OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict"})
+# hundreds of (bank, slot) pairs each and were most of its frames' bytes (bench/README.md). A serving run's request
+# and step events are there too (serving.js draws lanes, steps and histograms from the whole run and ignores them
+# in frames). Recordings and exports are written from the engine's result and stay complete.
+OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict", "request", "step"})
 
 
 def streamed_events(result: SimResultLike) -> list[EncodedEvent]:
