@@ -7,15 +7,14 @@ import json
 import math
 from typing import Any
 
-from layerscope import scenario
+from layerscope.commands.run import add_scenario_arguments, load_spec
 
 HELP = "run a scenario and print the article's claims: stated, simulated in the claim's setting, this run, verdict"
 JSON_KEYS = ("id", "claim", "stated", "simulated", "run", "unit", "verdict", "factor", "setting", "explanation")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="a preset name or a YAML path")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field")
+    add_scenario_arguments(p)
     p.add_argument("--json", action="store_true", help="print the table as a JSON list of rows")
 
 
@@ -23,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
     from layerscope.claims import build_claims
     from layerscope.runtime.engine import simulate  # the engine is heavy; import only when running
 
-    spec = scenario.apply_overrides(scenario.load(args.scenario), scenario.parse_set(args.set))
+    spec = load_spec(args.scenario, args.set)
     rows = build_claims(simulate(spec))
     if args.json:
         print(json.dumps([{k: _finite(r.get(k)) for k in JSON_KEYS} for r in rows], indent=2))

@@ -5,22 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from layerscope import scenario
+from layerscope.commands.run import add_scenario_arguments, load_spec
 
 HELP = "run a scenario and write one self-contained HTML report (figures, claims, tour)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="a preset name or a YAML path")
+    add_scenario_arguments(p)
     p.add_argument("-o", "--output", type=Path, default=None, help="output file (default: SCENARIO.html)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field")
 
 
 def run(args: argparse.Namespace) -> int:
     from layerscope.export.report import build_report
     from layerscope.runtime.engine import simulate
 
-    spec = scenario.apply_overrides(scenario.load(args.scenario), scenario.parse_set(args.set))
+    spec = load_spec(args.scenario, args.set)
     out: Path = args.output or Path(f"{spec.name}.html")
     if out.parent and not out.parent.is_dir():
         raise ValueError(f"-o {out}: folder {out.parent} does not exist")

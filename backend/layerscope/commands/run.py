@@ -53,9 +53,14 @@ TABLE = (
 )
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_scenario_arguments(p: argparse.ArgumentParser) -> None:
+    """The scenario and its --set overrides, as every command that runs one takes them (read by load_spec)."""
     p.add_argument("scenario", help="a preset name (see `layerscope scenarios`) or a path to a YAML file")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    add_scenario_arguments(p)
     p.add_argument(
         "--events", type=Path, metavar="OUT.jsonl", help="write the spec, then each event, as JSON lines ('-': stdout)"
     )

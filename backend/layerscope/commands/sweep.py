@@ -7,14 +7,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layerscope.commands.run import load_spec
+from layerscope.commands.run import add_scenario_arguments, load_spec
 from layerscope.scenario import ScenarioSpec
 
 HELP = "sweep a scenario over a grid of fields (Pareto front of throughput per GPU vs TPOT), or over chunk sizes"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="a preset name or a path to a YAML file")
+    add_scenario_arguments(p)
     p.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
                    help="a field (dotted for nested ones, e.g. deployment.tp=4,8) and its values (repeatable)")
     p.add_argument("--chunk-sizes", default=None, help="comma-separated prefill chunk sizes (the prefill-only sweep)")
@@ -22,7 +22,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run grid points on a Ray cluster ('local' starts one here); pip install 'layerscope[ray]'")
     p.add_argument("--html", default=None, metavar="FILE", help="write the Pareto plot as a Plotly HTML page")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a field (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 

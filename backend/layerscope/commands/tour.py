@@ -5,22 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 
-from layerscope import scenario
+from layerscope.commands.run import add_scenario_arguments, load_spec
 from layerscope.tour import format_results, tour_results
 
 HELP = "run a scenario and check each guided-tour step's claim against the run (exit 1 if one fails)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("scenario", help="a preset name or a YAML path")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a scenario field")
+    add_scenario_arguments(p)
     p.add_argument("--json", action="store_true", help="print the results as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
     from layerscope.runtime.engine import simulate  # the engine is heavy; import only when running
 
-    spec = scenario.apply_overrides(scenario.load(args.scenario), scenario.parse_set(args.set))
+    spec = load_spec(args.scenario, args.set)
     rows = tour_results(simulate(spec))
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
