@@ -5,7 +5,8 @@ Data (DECODE_ATTENTION_MEASURED): one decode call (one query per sequence over i
 the library's own split count, and the combine of the splits) at several context lengths, as the PR or issue that
 published it printed it. Fit: the plan's own kernel (runtime/vllm.py `paged_decode_kernel`) priced by the cost model
 with the stored FittedConstants (launch cost, overlap) and the grid's occupancy (cost.decode_attention_ctas); only
-setup_us and stream_eff vary. A grid search (0.1 us x 0.01) minimising the squared log error, deterministic.
+setup_us and stream_eff vary. fused_moe_fit's grid search (0.1 us x 0.01) minimising the squared log error, with
+one kernel per point: deterministic.
 None of these kernel timings is a serving measurement: bench/bench_validation.py's rows stay held out.
 """
 
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from layerscope.hardware.cost import DECODE_ATTENTION, CostModel, DecodeAttentionConstants
+from layerscope.hardware.fused_moe_fit import best_on_grid, predict_grid
 from layerscope.hardware.gpus import GPU, gpu
 from layerscope.runtime.kernels import Kernel
 
@@ -77,11 +79,8 @@ def _terms(benches: list[DecodeBenchmark], ctas_per_sm: int) -> tuple[np.ndarray
 
 def _predict(fixed: np.ndarray, comp: np.ndarray, mem: np.ndarray, overlap: float, setup: np.ndarray,
              eff: np.ndarray) -> np.ndarray:
-    """(points, setups, effs) predicted times."""
-    m = mem[:, None] / eff[None, :]
-    c = comp[:, None]
-    busy = np.maximum(c, m) + overlap * np.minimum(c, m)  # (points, effs)
-    return fixed[:, None, None] + setup[None, :, None] + busy[:, None, :]
+    """(points, setups, effs) predicted times: one kernel per point."""
+    return predict_grid(fixed, comp[:, None], mem[:, None], overlap, 1, setup, eff)
 
 
 def predict(benches: list[DecodeBenchmark], c: DecodeAttentionConstants) -> np.ndarray:
@@ -91,11 +90,8 @@ def predict(benches: list[DecodeBenchmark], c: DecodeAttentionConstants) -> np.n
 
 def fit(benches: list[DecodeBenchmark], ctas_per_sm: int) -> DecodeAttentionConstants:
     fixed, comp, mem, meas, overlap = _terms(benches, ctas_per_sm)
-    pred = _predict(fixed, comp, mem, overlap, SETUP_GRID, EFF_GRID)
-    loss = (np.log(pred / meas[:, None, None]) ** 2).sum(axis=0)
-    i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
-    return DecodeAttentionConstants(setup_us=round(float(SETUP_GRID[i]), 1), stream_eff=round(float(EFF_GRID[j]), 2),
-                                    ctas_per_sm=ctas_per_sm)
+    setup, eff = best_on_grid(_predict(fixed, comp, mem, overlap, SETUP_GRID, EFF_GRID), meas, SETUP_GRID, EFF_GRID)
+    return DecodeAttentionConstants(setup_us=setup, stream_eff=eff, ctas_per_sm=ctas_per_sm)
 
 
 def fit_all() -> dict[str, DecodeFit]:

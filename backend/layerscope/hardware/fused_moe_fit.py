@@ -107,24 +107,31 @@ def _terms(benches: list[MoeBenchmark]) -> tuple[np.ndarray, np.ndarray, np.ndar
 
 def predict(benches: list[MoeBenchmark], c: FusedMoeConstants) -> np.ndarray:
     fixed, comp, mem, _, overlap, n = _terms(benches)
-    return _predict(fixed, comp, mem, overlap, n, np.array([c.setup_us]), np.array([c.stream_eff]))[:, 0, 0]
+    return predict_grid(fixed, comp, mem, overlap, n, np.array([c.setup_us]), np.array([c.stream_eff]))[:, 0, 0]
 
 
-def _predict(fixed: np.ndarray, comp: np.ndarray, mem: np.ndarray, overlap: float, n: int, setup: np.ndarray,
-             eff: np.ndarray) -> np.ndarray:
-    """(points, setups, effs) predicted times."""
-    m = mem[:, :, None] / eff[None, None, :]  # (points, fused, effs)
+def predict_grid(fixed: np.ndarray, comp: np.ndarray, mem: np.ndarray, overlap: float, n: int, setup: np.ndarray,
+                 eff: np.ndarray) -> np.ndarray:
+    """(points, setups, effs) predicted times of `n` kernels per point, each with a setup cost and its compute and
+    full-bandwidth memory times (comp, mem: (points, n)) overlapped as the cost model overlaps them, beside `fixed`."""
+    m = mem[:, :, None] / eff[None, None, :]  # (points, kernels, effs)
     c = comp[:, :, None]
     busy = (np.maximum(c, m) + overlap * np.minimum(c, m)).sum(axis=1)  # (points, effs)
     return fixed[:, None, None] + n * setup[None, :, None] + busy[:, None, :]
 
 
-def fit(benches: list[MoeBenchmark]) -> FusedMoeConstants:
-    fixed, comp, mem, meas, overlap, n = _terms(benches)
-    pred = _predict(fixed, comp, mem, overlap, n, SETUP_GRID, EFF_GRID)
+def best_on_grid(pred: np.ndarray, meas: np.ndarray, setup: np.ndarray, eff: np.ndarray) -> tuple[float, float]:
+    """The (setup_us, stream_eff) of the grid minimising the squared log error over the measured points."""
     loss = (np.log(pred / meas[:, None, None]) ** 2).sum(axis=0)
     i, j = np.unravel_index(int(np.argmin(loss)), loss.shape)
-    return FusedMoeConstants(setup_us=round(float(SETUP_GRID[i]), 1), stream_eff=round(float(EFF_GRID[j]), 2))
+    return round(float(setup[i]), 1), round(float(eff[j]), 2)
+
+
+def fit(benches: list[MoeBenchmark]) -> FusedMoeConstants:
+    fixed, comp, mem, meas, overlap, n = _terms(benches)
+    setup, eff = best_on_grid(predict_grid(fixed, comp, mem, overlap, n, SETUP_GRID, EFF_GRID), meas, SETUP_GRID,
+                              EFF_GRID)
+    return FusedMoeConstants(setup_us=setup, stream_eff=eff)
 
 
 def fit_all() -> dict[str, MoeFit]:
