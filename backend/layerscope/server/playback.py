@@ -127,9 +127,9 @@ class Playback:
         end = j + 1
         while end < n and times[end] == times[j] and events[end]["kind"] != "kernel":
             end += 1
-        batch = events[self.cursor : end]
+        batch = merge_range(self.run, self.cursor, end)
         self.cursor, self.t_us = end, max(self.t_us, times[end - 1])
-        return merge_snapshots(batch)[0]
+        return batch
 
     def seek(self, t_us: float, per_kind: int) -> Events:
         """Everything up to t_us, to rebuild state from scratch: mergeable snapshots thinned to `per_kind`."""

@@ -150,13 +150,6 @@ class PreparedRun:
             }
         )
 
-    @property
-    def kernel_index(self) -> list[int]:
-        return [i for i, e in enumerate(self.events) if e["kind"] == "kernel"]
-
-    def is_mergeable(self, i: int) -> bool:
-        return self.events[i]["kind"] in MERGEABLE_KINDS
-
     @cached_property
     def snapshot_index(self) -> list[int]:
         """Indices of the mergeable snapshots in `events`, ascending (Playback merges a frame's by them)."""
