@@ -215,3 +215,34 @@ def test_progress_reaches_one() -> None:
     seen: list[float] = []
     simulate(_spec({"num_requests": 30, "input_len": 64, "output_len": 64, "max_concurrency": 5}), progress=seen.append)
     assert seen and seen == sorted(seen) and 0.0 <= seen[0] and seen[-1] <= 1.0 and seen[-1] > 0.8
+
+
+@pytest.mark.parametrize(
+    "workload, kw",
+    [
+        ({"num_requests": 24, "input_len": 1000, "output_len": 1000, "seed": 2}, {"free_hbm_gib": 3.5}),  # preempts
+        ({"num_requests": 30, "input_len": 200, "output_len": 30, "range_ratio": 0.9, "request_rate": 30.0,
+          "shared_prefix_len": 64}, {"scheduler": {"prefix_caching": True, "max_num_batched_tokens": 512},
+                                     "free_hbm_gib": 2.6}),  # prefix hits and cache evictions
+        ({"num_requests": 20, "input_len": 300, "output_len": 40, "max_concurrency": 6}, {"runtime": "article"}),
+        ({"num_requests": 12, "input_len": 100, "output_len": 1}, {}),  # one output token: no tpot, no itl
+    ],
+)
+def test_a_summary_only_run_gives_the_full_runs_summary(workload: dict, kw: dict) -> None:
+    spec = _spec(workload, **kw)
+    full = simulate(spec)
+    brief = simulate(spec, summary_only=True)
+    assert brief.summary == full.summary
+    assert [e.kind for e in brief.events] == ["summary"]  # no request, step, kernel or page events built
+    if workload.get("shared_prefix_len"):
+        assert full.summary["prefix_cache_hit_rate"] > 0
+    if kw.get("free_hbm_gib") == 3.5:
+        assert full.summary["num_preemptions"] > 0
+
+
+def test_a_summary_only_run_compares_too() -> None:
+    spec = _spec({"num_requests": 8, "input_len": 64, "output_len": 8},
+                 compare={"label": "H100", "set": {"gpu": "h100-sxm"}})
+    full, brief = simulate(spec), simulate(spec, summary_only=True)
+    assert brief.compare is not None and full.compare is not None
+    assert brief.compare.summary == full.compare.summary != full.summary

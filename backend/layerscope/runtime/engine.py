@@ -78,24 +78,27 @@ class SimResult:
     compare: SimResult | None = None
 
 
-def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
+def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None,
+             summary_only: bool = False) -> SimResult:
+    """`summary_only`: a serving run (a workload) builds no events, only its summary (the same figures); the
+    result's events are then its one summary event. A one-request run keeps its events either way."""
     # every matmul here is small (scaled layer, router): threads cost more than they save; the run's events are
     # long-lived and cycle-free, so the cyclic collector's passes only cost time
     with single_threaded_blas(), paused_gc():
-        result = _run(spec, progress)
+        result = _run(spec, progress, summary_only)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
-            result.compare = _run(other, None)
+            result.compare = _run(other, None, summary_only)
     return result
 
 
-def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None) -> SimResult:
+def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None, summary_only: bool = False) -> SimResult:
     """A workload goes through the serving engine; the one-request shorthand through the single-request loop."""
     if spec.workload is None:
         return _Engine(spec, progress).run()
     from layerscope.runtime.serving import ServingEngine
 
-    events, summary = ServingEngine(spec, progress).run()
+    events, summary = ServingEngine(spec, progress, summary_only).run()
     plan, model = deployed(spec)
     topology = plan.topology(model, CostModel(gpu_preset(spec.gpu)))
     return SimResult(spec=spec, events=events, topology=topology, summary=summary)

@@ -31,56 +31,86 @@ class _Req:
     finished_us: float | None = None
 
 
+class ServingMetrics:
+    """The replay, fed as the run goes: from its events (serving_metrics) or by the engine itself as its steps
+    finish, when a run keeps no events (ServingEngine(summary_only=True)); the same calls, the same figures."""
+
+    def __init__(self) -> None:
+        self.reqs: dict[int, _Req] = {}
+        # per request, one lookup in the hot loop: [computed tokens, computed tokens at which it samples its next
+        # token (input + tokens so far), its token times]
+        self.state: dict[int, list[Any]] = {}
+        self.preemptions = 0
+
+    def arrive(self, rid: int, t_us: float, input_len: int, output_len: int) -> None:
+        r = self.reqs[rid] = _Req(t_us, input_len, output_len)
+        self.state[rid] = [0, input_len, r.token_us]
+
+    def computed(self, rid: int, num_computed_tokens: int, preempted: bool) -> None:
+        """Prefix-cache hits on admission ("scheduled"); 0 after a preemption."""
+        self.state[rid][0] = num_computed_tokens
+        self.preemptions += preempted
+
+    def step(self, end_us: float, request_ids: list[int], num_tokens: list[int]) -> None:
+        """The hot loop: a run's request-steps. A request samples a token when its computed tokens reach its
+        known tokens."""
+        state = self.state
+        for rid, n in zip(request_ids, num_tokens, strict=True):
+            s = state[rid]
+            c = s[0] = s[0] + n
+            if c == s[1]:
+                s[2].append(end_us)
+                s[1] = c + 1
+
+    def finished(self, rid: int, t_us: float) -> None:
+        self.reqs[rid].finished_us = t_us
+
+    def feed(self, events: Iterable[Any]) -> ServingMetrics:
+        for e in events:
+            kind = e.kind
+            if kind == "step":
+                self.step(e.start_us + e.model_dur_us, e.request_ids, e.num_tokens)
+            elif kind == "request":
+                what = e.what
+                if what == "arrive":
+                    self.arrive(e.request_id, e.t_us, e.input_len, e.output_len)
+                elif what in ("scheduled", "preempted"):
+                    self.computed(e.request_id, e.num_computed_tokens, what == "preempted")
+                elif what == "finished":
+                    self.finished(e.request_id, e.t_us)
+        return self
+
+    def figures(self) -> dict[str, float | int]:
+        reqs = self.reqs
+        done = [r for r in reqs.values() if r.finished_us is not None]
+        ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
+        e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
+        tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True)
+                if len(r.token_us) > 1]
+        itl = np.concatenate([np.diff(r.token_us) for r in done]) / 1000.0 if done else []  # one array
+        start = min((r.arrive_us for r in reqs.values()), default=0.0)
+        end = max((r.finished_us for r in done), default=start)  # type: ignore[type-var]
+        duration = (end - start) / 1e6
+        n_in = sum(r.input_len for r in done)
+        n_out = sum(len(r.token_us) for r in done)
+        out: dict[str, float | int] = {
+            "completed": len(done),
+            "duration": _r(duration),
+            "total_input_tokens": n_in,
+            "total_output_tokens": n_out,
+            "request_throughput": _r(len(done) / duration) if duration > 0 else 0.0,
+            "output_throughput": _r(n_out / duration) if duration > 0 else 0.0,
+            "total_token_throughput": _r((n_in + n_out) / duration) if duration > 0 else 0.0,
+        }
+        for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)):
+            for stat, q in PERCENTILES:
+                out[f"{stat}_{name}_ms"] = _stat(values, q)
+        out["num_preemptions"] = self.preemptions
+        return out
+
+
 def serving_metrics(events: Iterable[Any]) -> dict[str, float | int]:
-    reqs: dict[int, _Req] = {}
-    # per request, one lookup in the hot loop: [computed tokens, computed tokens at which it samples its next
-    # token (input + tokens so far), its token times]
-    state: dict[int, list[Any]] = {}
-    preemptions = 0
-    for e in events:
-        kind = e.kind
-        if kind == "step":  # the hot loop: a run's request-steps
-            end = e.start_us + e.model_dur_us
-            for rid, n in zip(e.request_ids, e.num_tokens, strict=True):
-                s = state[rid]
-                c = s[0] = s[0] + n
-                if c == s[1]:
-                    s[2].append(end)
-                    s[1] = c + 1
-        elif kind == "request":
-            rid = e.request_id
-            if e.what == "arrive":
-                r = reqs[rid] = _Req(e.t_us, e.input_len, e.output_len)
-                state[rid] = [0, e.input_len, r.token_us]
-            elif e.what in ("scheduled", "preempted"):  # prefix-cache hits on admission; 0 after a preemption
-                state[rid][0] = e.num_computed_tokens
-                preemptions += e.what == "preempted"
-            elif e.what == "finished":
-                reqs[rid].finished_us = e.t_us
-    done = [r for r in reqs.values() if r.finished_us is not None]
-    ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
-    e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
-    tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True) if len(r.token_us) > 1]
-    itl = np.concatenate([np.diff(r.token_us) for r in done]) / 1000.0 if done else []  # one array, not 250k floats
-    start = min((r.arrive_us for r in reqs.values()), default=0.0)
-    end = max((r.finished_us for r in done), default=start)  # type: ignore[type-var]
-    duration = (end - start) / 1e6
-    n_in = sum(r.input_len for r in done)
-    n_out = sum(len(r.token_us) for r in done)
-    out: dict[str, float | int] = {
-        "completed": len(done),
-        "duration": _r(duration),
-        "total_input_tokens": n_in,
-        "total_output_tokens": n_out,
-        "request_throughput": _r(len(done) / duration) if duration > 0 else 0.0,
-        "output_throughput": _r(n_out / duration) if duration > 0 else 0.0,
-        "total_token_throughput": _r((n_in + n_out) / duration) if duration > 0 else 0.0,
-    }
-    for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)):
-        for stat, q in PERCENTILES:
-            out[f"{stat}_{name}_ms"] = _stat(values, q)
-    out["num_preemptions"] = preemptions
-    return out
+    return ServingMetrics().feed(events).figures()
 
 
 def _stat(values: list[float] | np.ndarray, q: float | None) -> float:

@@ -55,7 +55,7 @@ from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.kv.manager import KVManager
-from layerscope.runtime.metrics import serving_metrics
+from layerscope.runtime.metrics import ServingMetrics, serving_metrics
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
@@ -84,7 +84,12 @@ class ServingStats:
 
 
 class ServingEngine:
-    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> None:
+    """`summary_only`: the run keeps no events (`layerscope bench`, `sweep`): it builds none, and the serving
+    metrics are accumulated as its steps finish (ServingMetrics, the same replay the events feed), so its
+    summary is the full run's, figure for figure (tests/runtime/test_serving.py)."""
+
+    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None,
+                 summary_only: bool = False) -> None:
         assert spec.workload is not None, "the serving engine runs a workload"
         for name in ("faults", "actions"):
             if getattr(spec, name):
@@ -100,7 +105,9 @@ class ServingEngine:
         self.plan, self.model = deployed(spec)
         self.page_size = spec.effective_page_size
         self.events: list[Any] = []
-        self.timing = Timing(CostModel(self.gpu), self.events.append)
+        self.metrics = ServingMetrics() if summary_only else None  # fed directly when no events are kept
+        self._emit = _drop if summary_only else self.events.append  # type: ignore[assignment]
+        self.timing = Timing(CostModel(self.gpu), None if summary_only else self.events.append)
         self.stats = ServingStats()
         self.free_start = kv_pool_bytes(spec, self.placement)
         self.chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib,
@@ -166,14 +173,14 @@ class ServingEngine:
         self._snapshot(t, 0.0, final=True)
         self._emit(PhaseEvent(t_us=t, phase="idle", detail="done"))
         self.stats.prefix_hit_rate = self.cache.hit_rate
+        if self.metrics is not None:
+            summary = self._summary(self.metrics.figures())
+            return [SummaryEvent(t_us=t, figures=summary)], summary
         events = sorted(self.events, key=lambda e: e.t_us)  # stable: emission order breaks ties
-        summary = self._summary(events)
+        summary = self._summary(serving_metrics(events))
         events.append(SummaryEvent(t_us=t, figures=summary))
         _promote_to_oldest_generation()
         return events, summary
-
-    def _emit(self, event: Any) -> None:
-        self.events.append(event)
 
     def _setup_pool(self) -> None:
         if self.placement is not None:
@@ -199,7 +206,10 @@ class ServingEngine:
     def _send(self, req: Request, slot_free_us: float) -> None:
         """The client sends a request: at its arrival time, or when a concurrency slot frees, if later."""
         t = max(req.arrival_us, slot_free_us)
-        self._emit(self._request_event(req, "arrive", t))
+        if self.metrics is not None:
+            self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len)
+        else:
+            self._emit(self._request_event(req, "arrive", t))
         self.scheduler.add_request(req)
 
     def _request_event(self, req: Request, what: str, t: float) -> RequestEvent:
@@ -211,19 +221,26 @@ class ServingEngine:
     # == one step ===================================================================================================
     def _step(self, out: SchedulerOutput, t: float) -> float:
         i = self.stats.num_steps
+        metrics = self.metrics
         for req in out.preempted:
-            self._emit(self._request_event(req, "preempted", t))
+            if metrics is not None:
+                metrics.computed(req.request_id, req.num_computed_tokens, True)
+            else:
+                self._emit(self._request_event(req, "preempted", t))
         self._drain_frees(t)
         once_us = 0.0
         for req in out.admitted:
-            self._emit(self._request_event(req, "scheduled", t))
+            if metrics is not None:
+                metrics.computed(req.request_id, req.num_computed_tokens, False)
+            else:
+                self._emit(self._request_event(req, "scheduled", t))
         for s in out.allocated:
             a = s.allocation
             if a is None or not (a.new_blocks or a.migrations):
                 continue
             for m in a.migrations:
                 once_us += self._migration(m, t, s.request.request_id)
-            if a.new_blocks:
+            if a.new_blocks and metrics is None:
                 table = self.cache.req_to_blocks[s.request.request_id]
                 first = len(table) - len(a.new_blocks)
                 rid = s.request.request_id
@@ -245,13 +262,10 @@ class ServingEngine:
         # whole-model kernels in the plan (scope "model": the article's embedding lookup) are paid once per step
         model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
         model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + outside_us + once_us
-        cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with an allocation
-        self._emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
-            "t_us": float(t), "kind": "step", "index": i, "start_us": float(t), "dur_us": float(layer_us),
-            "model_dur_us": float(model_us), "num_seqs": len(batch), "prefill_tokens": prefill,
-            "decode_tokens": decode, "token_budget": out.token_budget,
-            "request_ids": out.request_ids(), "num_tokens": num_tokens,
-            "cached_blocks": cached if self.cache.prefix_caching else None}))
+        if metrics is not None:
+            metrics.step(t + model_us, out.request_ids(), num_tokens)
+        else:
+            self._step_event(out, i, t, layer_us, model_us, batch, prefill, decode, num_tokens)
         st = self.stats
         st.num_steps += 1
         st.max_step_tokens = max(st.max_step_tokens, total)
@@ -261,6 +275,16 @@ class ServingEngine:
         if self.shadow is not None:
             self._numerics(out, t, i, "prefill" if prefill else "decode")
         return t + model_us
+
+    def _step_event(self, out: SchedulerOutput, i: int, t: float, layer_us: float, model_us: float,
+                    batch: list[tuple[int, int]], prefill: int, decode: int, num_tokens: list[int]) -> None:
+        cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with an allocation
+        self._emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
+            "t_us": float(t), "kind": "step", "index": i, "start_us": float(t), "dur_us": float(layer_us),
+            "model_dur_us": float(model_us), "num_seqs": len(batch), "prefill_tokens": prefill,
+            "decode_tokens": decode, "token_budget": out.token_budget,
+            "request_ids": out.request_ids(), "num_tokens": num_tokens,
+            "cached_blocks": cached if self.cache.prefix_caching else None}))
 
     def _numerics(self, out: SchedulerOutput, t: float, i: int, phase: str) -> None:
         """The same batch at the scaled size, one varlen forward; its error against each sequence alone."""
@@ -297,6 +321,11 @@ class ServingEngine:
         return c.time_us
 
     def _finish(self, res: StepResult, t_end: float, slots: list[float]) -> None:
+        if self.metrics is not None:  # a first token is in the replay's token times already
+            for req in res.finished:
+                self.metrics.finished(req.request_id, float(t_end))
+                heapq.heappush(slots, t_end)
+            return
         for req in res.first_token:
             self._emit(self._request_event(req, "first_token", t_end))
         for req in res.finished:
@@ -307,9 +336,12 @@ class ServingEngine:
         for what, rid, where in self.cache.drain_log():
             if not where:
                 continue
-            banks, slots = [b for b, _ in where], [s for _, s in where]
             if what == "evict":
                 self.stats.cache_evictions += len(where)
+            if self.metrics is not None:
+                continue  # no page events to draw
+            banks, slots = [b for b, _ in where], [s for _, s in where]
+            if what == "evict":
                 self._emit(PageEvictEvent(t_us=t, owner=CACHE_OWNER, logical=list(range(len(where))), banks=banks,
                                           slots=slots, bytes=len(where) * self.kv.page_bytes))
             else:
@@ -320,6 +352,8 @@ class ServingEngine:
         total = self.placement.capacity_bytes if self.placement is not None else self.gpu.hbm_bytes
         used = total - self.free_start + kv.used_pages * kv.page_bytes + activation
         self.stats.peak_used_bytes = max(self.stats.peak_used_bytes, used)
+        if self.metrics is not None:
+            return  # no memory or bank events to draw: the summary needs only the peak
         # banks and the largest free run are redrawn when the tables changed, at most every BANKS_EVERY steps
         changed = self.cache.version != self._version_drawn and (
             final or self.stats.num_steps - self._drawn_step >= BANKS_EVERY
@@ -336,7 +370,7 @@ class ServingEngine:
             self._emit(BanksEvent(t_us=t, used=pool.used_per_bank(), capacity=pool.pages_per_bank))
 
     # == summary ====================================================================================================
-    def _summary(self, events: list[Any]) -> dict[str, float | int | bool | str]:
+    def _summary(self, metrics: dict[str, float | int]) -> dict[str, float | int | bool | str]:
         st, spec = self.stats, self.spec
         layer = np.asarray(st.layer_us) if st.layer_us else np.zeros(1)
         out: dict[str, float | int | bool | str] = {
@@ -351,7 +385,7 @@ class ServingEngine:
             "max_num_seqs": spec.scheduler.max_num_seqs,
             "prefix_caching": spec.scheduler.prefix_caching,
         }
-        out.update(serving_metrics(events))
+        out.update(metrics)
         out.update({
             "prefix_cache_hit_rate": round(st.prefix_hit_rate, 4),
             "num_steps": st.num_steps,
@@ -367,6 +401,10 @@ class ServingEngine:
         })
         out.update(deployment_summary(spec, self.placement))
         return out
+
+
+def _drop(event: Any) -> None:
+    """Where a summary-only run's rare events go (phases, migrations, numerics): nowhere."""
 
 
 def _promote_to_oldest_generation() -> None:

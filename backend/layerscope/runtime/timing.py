@@ -22,7 +22,8 @@ PLAIN_ENV = CostEnv()
 
 
 class Timing:
-    def __init__(self, cost_model: CostModel, emit: Callable[[Any], None]) -> None:
+    def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None) -> None:
+        """`emit` None: a run that keeps no events (a summary-only serving run) builds no kernel events."""
         self.cost_model = cost_model
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
@@ -81,7 +82,8 @@ class Timing:
                 fields = self._event_fields(c)
             stream = k.stream
             start = max(dep, streams.get(stream, 0.0))
-            emit(_kernel_event(fields, phase, start, chunk, step))
+            if emit is not None:
+                emit(_kernel_event(fields, phase, start, chunk, step))
             finish = start + c.time_us
             streams[stream] = finish
             if stream != COPY:
@@ -102,7 +104,8 @@ class Timing:
         return start
 
     def kernel_event(self, c: KernelCost, phase: str, start: float, chunk: int | None, step: int | None) -> None:
-        self.emit(_kernel_event(self._event_fields(c), phase, start, chunk, step))
+        if self.emit is not None:
+            self.emit(_kernel_event(self._event_fields(c), phase, start, chunk, step))
 
     def _event_fields(self, c: KernelCost) -> dict[str, Any]:
         # The fields that depend on the kernel and its cost alone are built once per KernelCost (costs are
