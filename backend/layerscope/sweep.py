@@ -77,7 +77,7 @@ def run_point(spec_json: str) -> dict[str, Any]:
     from layerscope.runtime.engine import simulate
 
     spec = ScenarioSpec.model_validate_json(spec_json)
-    return dict(simulate(spec).summary)
+    return dict(simulate(spec, summary_only=True).summary)  # a point keeps its summary only: build no events
 
 
 def _point_specs(spec: ScenarioSpec, points: list[dict[str, Any]]) -> list[str]:

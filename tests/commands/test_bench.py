@@ -59,3 +59,14 @@ def test_bench_starts_from_a_scenario(capsys: pytest.CaptureFixture[str]) -> Non
     r = json.loads(capsys.readouterr().out)
     assert r["tensor_parallel_size"] == 8 and r["max_concurrency"] == 64  # the scenario's deployment and cap
     assert r["completed"] == 8 and r["total_input_tokens"] == 8 * 1024 and r["total_output_tokens"] == 8 * 8
+
+
+def test_bench_on_a_trace_reports_the_traces_request_count(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "azure.csv"
+    rows = [f"2023-11-16 18:15:46.{i:06d},{100 + 7 * i},{4 + i % 5}" for i in range(13)]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n")
+    assert main(["bench", "--gpu", "h200", "--tp", "8", "--workload-trace", str(trace), "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["num_prompts"] == 13 and r["completed"] == 13  # the trace's rows, not --num-prompts' default 1000
+    assert r["total_input_tokens"] == sum(100 + 7 * i for i in range(13))

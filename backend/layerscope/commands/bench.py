@@ -81,7 +81,7 @@ def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {
         "backend": "layerscope (simulated)",
         "model_id": spec.model,
-        "num_prompts": w.num_requests,
+        "num_prompts": summary.get("num_requests", w.num_requests),  # a trace's own count, not the field's
         "request_rate": "inf" if w.request_rate == float("inf") else w.request_rate,
         "max_concurrency": w.max_concurrency,
         "gpu": spec.gpu,
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = parse_metrics(args.percentile_metrics)
     spec = bench_spec(args)
     measured = load_measured(Path(args.compare_to)) if args.compare_to else None
-    result = result_json(spec, dict(simulate(spec).summary))
+    result = result_json(spec, dict(simulate(spec, summary_only=True).summary))  # the block needs no events
     if args.json:
         if measured is not None:
             result["compare_to"] = {"file": args.compare_to, "rows": compare(measured, result)}
