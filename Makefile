@@ -30,7 +30,7 @@ browser-deps:
 
 test: $(STAMP) browser-deps
 	$(BIN)/ruff check backend tests bench
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check backend tests bench

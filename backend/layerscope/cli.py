@@ -1,15 +1,22 @@
 """`layerscope` command line. Each subcommand lives in layerscope/commands/<name>.py and defines
-`HELP`, `add_arguments(parser)` and `run(args) -> int`; they are discovered, not listed here."""
+`HELP`, `add_arguments(parser)` and `run(args) -> int`; they are discovered, not listed here.
+
+Only the command given is imported (its module brings the simulator's imports, most of a process's start-up):
+the listing reads each command's HELP from its source, and a command's arguments are added when argparse
+reaches its name (_LazyCommands), so `layerscope --help` imports none."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import os
 import pkgutil
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from layerscope import __version__, commands
 
@@ -30,13 +37,36 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="layerscope", description="Simulate and visualise one Qwen3-235B-A22B decoder layer.")
     parser.add_argument("--version", action="version", version=f"layerscope {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND",
+                                action=_LazyCommands)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"layerscope.commands.{info.name}")
-        p = sub.add_parser(info.name.replace("_", "-"), help=module.HELP, description=module.HELP)
-        module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        text = command_help(info.name)
+        p = sub.add_parser(info.name.replace("_", "-"), help=text, description=text)
+        p.set_defaults(_module=info.name)
     return parser
+
+
+def command_help(name: str) -> str:
+    """A command module's HELP, read from its source (a string literal) without importing it."""
+    path = Path(commands.__path__[0]) / f"{name}.py"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "HELP" for t in node.targets)
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return str(importlib.import_module(f"layerscope.commands.{name}").HELP)  # not a literal: import it
+
+
+class _LazyCommands(argparse._SubParsersAction):
+    """Subcommands whose arguments are added when argparse reaches the command's name on the command line."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        sub = self._name_parser_map.get(values[0])
+        if sub is not None and sub.get_default("_run") is None:
+            module = importlib.import_module(f"layerscope.commands.{sub.get_default('_module')}")
+            module.add_arguments(sub)
+            sub.set_defaults(_run=module.run)
+        super().__call__(parser, namespace, values, option_string)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import ml_dtypes
 import numpy as np
 
 from layerscope.model.config import preset
@@ -288,6 +287,8 @@ def shared_stats_error(
 # -- bf16 SwiGLU with and without the fp32 "precision bridge" ---------------------------------------
 def bf16(x: np.ndarray) -> np.ndarray:
     """Round to bfloat16 (nearest even) and back to float32."""
+    import ml_dtypes  # imported where used: ~0.6 s, most of a process's start-up (bench/README.md, Start-up)
+
     return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
 
 
