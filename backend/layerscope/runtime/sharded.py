@@ -88,6 +88,11 @@ class ShardedRuntime(RuntimePlan):
         self.cost = CostModel(gpu)
         self.name = base.name
         self.default_page_size = base.default_page_size
+        # memoised by shape (Kernels are frozen): a serving run's thousands of steps get the same objects back,
+        # so Timing finds their costs by identity instead of pricing new Kernels every step
+        self._outside: dict[tuple[ModelConfig, int, int], list[Kernel]] = {}
+        self._all_reduce: dict[tuple[ModelConfig, int, str], Kernel] = {}
+        self._floored: dict[int, tuple[Kernel, Kernel]] = {}  # id(kernel) -> (kernel, kernel with its floor)
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.prefill_chunk(model, tokens, context_before, self.dep.weight_dtype)
@@ -105,9 +110,16 @@ class ShardedRuntime(RuntimePlan):
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
         fixed-time kernel on stream "host"): once per model step."""
         tokens = sum(n for n, _ in batch)
-        extras = step_extras(self.full, model, self.dep, self.gpu, tokens, len(batch))
+        key = (model, tokens, len(batch))
+        hit = self._outside.get(key)
+        if hit is None:
+            hit = self._outside[key] = self._outside_layer_kernels(model, tokens, len(batch))
+        return hit
+
+    def _outside_layer_kernels(self, model: ModelConfig, tokens: int, seqs: int) -> list[Kernel]:
+        extras = step_extras(self.full, model, self.dep, self.gpu, tokens, seqs)
         host = Kernel("engine step (schedule, prepare inputs, outputs)", "host", "overhead", 0.0, 0.0,
-                      shapes=f"{len(batch)} sequences; {'overlapped' if overlapped(self.dep) else 'synchronous'}",
+                      shapes=f"{seqs} sequences; {'overlapped' if overlapped(self.dep) else 'synchronous'}",
                       stream="host", own_launch=False, fixed_us=extras.host_us, scope="model")
         return [*self.launch_floors(extras.kernels, tokens), host]
 
@@ -126,16 +138,24 @@ class ShardedRuntime(RuntimePlan):
         n = self.dep.tp
         if n == 1:
             return kernels
-        nbytes = tokens * model.hidden_size * ACT_BYTES
-        cost = all_reduce_us(self.gpu, n, nbytes, self._graphs(tokens))
         after = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down_proj": "mlp_all_reduce"}
         last = {k.stage: i for i, k in enumerate(kernels)}
         out = []
         for i, k in enumerate(kernels):
             out.append(k)
             if k.stage in after and last[k.stage] == i:
-                out.append(collective_kernel("all_reduce", after[k.stage], cost, nbytes, n))
+                out.append(self._all_reduce_kernel(model, tokens, after[k.stage]))
         return out
+
+    def _all_reduce_kernel(self, model: ModelConfig, tokens: int, stage: str) -> Kernel:
+        key = (model, tokens, stage)
+        k = self._all_reduce.get(key)
+        if k is None:
+            n = self.dep.tp
+            nbytes = tokens * model.hidden_size * ACT_BYTES
+            cost = all_reduce_us(self.gpu, n, nbytes, self._graphs(tokens))
+            k = self._all_reduce[key] = collective_kernel("all_reduce", stage, cost, nbytes, n)
+        return k
 
     def launch_floors(self, kernels: list[Kernel], tokens: int) -> list[Kernel]:
         """Eager launches (no CUDA graphs, or more tokens than the largest captured graph) last at least the
@@ -143,9 +163,14 @@ class ShardedRuntime(RuntimePlan):
         if self._graphs(tokens):
             return kernels
         out = []
+        floored = self._floored
         for k in kernels:
-            t = self.cost.cost(k).time_us
-            out.append(replace(k, fixed_us=k.fixed_us + EAGER_LAUNCH_FLOOR_US - t) if t < EAGER_LAUNCH_FLOOR_US else k)
+            hit = floored.get(id(k))
+            if hit is None or hit[0] is not k:
+                t = self.cost.cost(k).time_us
+                f = replace(k, fixed_us=k.fixed_us + EAGER_LAUNCH_FLOOR_US - t) if t < EAGER_LAUNCH_FLOOR_US else k
+                hit = floored[id(k)] = (k, f)  # holds k, so its id is not reused meanwhile
+            out.append(hit[1])
         return out
 
     def _graphs(self, tokens: int) -> bool:
