@@ -79,11 +79,14 @@ def test_index_page_has_panels_and_local_plotly(client: TestClient) -> None:
     assert "cdn" not in html.lower()
 
 
-def test_plotly_served_from_package(client: TestClient) -> None:
-    r = client.get("/vendor/plotly.min.js")
+def test_plotly_is_the_vendored_partial_bundle_gzipped(client: TestClient) -> None:
+    r = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip"})
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/javascript")
-    assert b"plotly.js" in r.content[:200]
+    assert r.headers["content-encoding"] == "gzip" and int(r.headers["content-length"]) < 700_000
+    assert b"plotly.js (cartesian - minified)" in r.content[:200]  # decoded by the client
+    plain = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.content == r.content
 
 
 def test_static_assets(client: TestClient) -> None:

@@ -22,6 +22,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "turn it on when viewers sit behind a slow link)",
     )
     p.add_argument(
+        "--prewarm",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="simulate every preset in the background from start-up, so a first visit finds it ready (default on)",
+    )
+    p.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="LayerScope's own log (refused origins, bad commands, dropped clients); default info",
     )
@@ -59,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)
     # Frames above MAX_REPLAY_BYTES (a recorded run to replay) are closed by uvicorn with 1009 before parsing.
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, prewarm=args.prewarm),
         host=settings.host,
         port=settings.port,
         ws_max_size=MAX_REPLAY_BYTES + 64 * 1024,

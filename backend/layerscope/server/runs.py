@@ -345,6 +345,11 @@ class RunCache:
         return run
 
     @property
+    def busy(self) -> bool:
+        """Whether a simulation is running (server/prewarm.py waits for a visitor's to finish)."""
+        return bool(self._pending)
+
+    @property
     def num_events(self) -> int:
         return sum(len(r.events) for r in self._runs.values())
 

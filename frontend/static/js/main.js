@@ -294,4 +294,6 @@ window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { 
 if (query.get("units") === "model") applyUnits("model");
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
-requestAnimationFrame(loop);
+// Plotly is deferred after this module (index.html) and evaluates while the run loads; the first frame waits for it
+if (window.Plotly) requestAnimationFrame(loop);
+else document.addEventListener("DOMContentLoaded", () => requestAnimationFrame(loop), { once: true });

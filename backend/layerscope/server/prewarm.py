@@ -1,0 +1,47 @@
+"""Every preset simulated and prepared when the server starts, so that a first visit finds its run in the cache.
+
+    lifespan start ─▶ prewarm(runs, default first, then the library in order) ─▶ RunCache.get, one preset at a time
+
+It goes through the RunCache, so a visitor's load of the preset being warmed waits on that same simulation, and
+one warm-up runs at a time (the cache's other simulation slot stays free for visitors). A visitor's own
+simulation goes first: the warm-up waits while one runs, so the two do not take turns on the interpreter's lock.
+A preset the server refuses (over max_sim_work) or that fails is logged and skipped; the server works the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from layerscope import scenario as scn
+from layerscope.protocol import RunRequest
+from layerscope.server.load import check_work
+from layerscope.server.runs import RunCache
+
+log = logging.getLogger("layerscope.server")
+IDLE_POLL_S = 0.05  # how often a waiting warm-up checks whether a visitor's simulation has finished
+
+
+def prewarm_order(names: list[str], default: str | None) -> list[str]:
+    """The page's default preset first (the first page load asks for it), then the others in library order."""
+    first = default if default in names else (names[0] if names else None)
+    return ([first] if first else []) + [n for n in names if n != first]
+
+
+async def prewarm(runs: RunCache, default: str | None, max_work: int) -> int:
+    """Warm every preset; returns how many are now cached."""
+    warmed = 0
+    for name in prewarm_order(scn.preset_names(), default):
+        while runs.busy:
+            await asyncio.sleep(IDLE_POLL_S)
+        try:
+            spec = scn.load_preset(name)
+            check_work(spec, RunRequest(scenario=name), max_work)
+            await runs.get(spec)
+            warmed += 1
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # a preset that cannot be warmed is simulated on demand, as before
+            log.warning("prewarm: %s skipped: %s", name, e)
+    log.info("prewarm: %d presets cached", warmed)
+    return warmed

@@ -1,0 +1,97 @@
+"""Time to the first screen of every preset in headless Chromium: from navigation start to the first animation
+frame after the timeline was drawn with the run's data (its kernels on the plot, the run's scenario in the store).
+
+Two passes over the presets, each page in a new browser context (no HTTP cache):
+- cold: a fresh `layerscope serve` per preset, the page opened as soon as /healthz answers (the server has
+  simulated nothing it was not warming up on its own);
+- warm: one server, every preset opened once to warm it, then each opened again and timed.
+Prints one JSON line per preset and pass, then a summary line (median and worst per pass).
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_first_screen.py [--scenario X] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_browser import ARGS, CHROMIUM  # noqa: E402
+from bench_streaming import free_port, start_server  # noqa: E402
+
+# true (ms since navigation start) once the timeline shows the run's kernels: checked on every animation frame
+DRAWN = """(name) => {
+  const ls = window.__layerscope, el = document.getElementById('timeline-plot');
+  if (!ls || !ls.store.scenario || ls.store.scenario.name !== name || !el || !el.data) return false;
+  return el.data.some((t) => t.x && t.x.length > 0) ? performance.now() : false;
+}"""
+
+
+def first_screen_ms(browser, port: int, name: str) -> dict:
+    context = browser.new_context(viewport={"width": 1600, "height": 1200})
+    page = context.new_page()
+    page.goto(f"http://127.0.0.1:{port}/?scenario={name}", wait_until="commit")
+    ms = page.wait_for_function(DRAWN, arg=name, polling="raf", timeout=60_000).json_value()
+    nav = page.evaluate("() => { const n = performance.getEntriesByType('navigation')[0];"
+                        " return [n.responseEnd, n.domContentLoadedEventEnd]; }")
+    context.close()
+    return {"first_screen_ms": round(float(ms), 1), "html_ms": round(nav[0], 1), "dom_ready_ms": round(nav[1], 1)}
+
+
+def stop(proc) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=20)
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    from layerscope.scenario import preset_names
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scenario", default="all", help="a preset, or 'all'")
+    ap.add_argument("--runs", type=int, default=1, help="warm visits per preset (the median is reported)")
+    ap.add_argument("--skip-cold", action="store_true")
+    args = ap.parse_args()
+    names = preset_names() if args.scenario == "all" else [args.scenario]
+    results: dict[str, list[float]] = {"cold": [], "warm": []}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        if not args.skip_cold:
+            for name in names:
+                port = free_port()
+                proc = start_server(port, compression=False)
+                try:
+                    r = first_screen_ms(browser, port, name)
+                finally:
+                    stop(proc)
+                results["cold"].append(r["first_screen_ms"])
+                print(json.dumps({"bench": "first_screen", "pass": "cold", "scenario": name, **r,
+                                  "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+        port = free_port()
+        proc = start_server(port, compression=False)
+        try:
+            for name in names:
+                first_screen_ms(browser, port, name)  # the server simulates and caches it
+            for name in names:
+                runs = [first_screen_ms(browser, port, name) for _ in range(args.runs)]
+                r = sorted(runs, key=lambda x: x["first_screen_ms"])[len(runs) // 2]
+                results["warm"].append(r["first_screen_ms"])
+                print(json.dumps({"bench": "first_screen", "pass": "warm", "scenario": name, **r,
+                                  "runs": args.runs, "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+        finally:
+            stop(proc)
+        browser.close()
+    print(json.dumps({"bench": "first_screen", "presets": len(names),
+                      **{f"{k}_median_ms": round(statistics.median(v), 1) for k, v in results.items() if v},
+                      **{f"{k}_worst_ms": max(v) for k, v in results.items() if v},
+                      "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}))
+
+
+if __name__ == "__main__":
+    main()
