@@ -18,6 +18,7 @@ import os
 import signal
 import statistics
 import sys
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -41,6 +42,16 @@ def first_screen_ms(browser, port: int, name: str) -> dict:
                         " return [n.responseEnd, n.domContentLoadedEventEnd]; }")
     context.close()
     return {"first_screen_ms": round(float(ms), 1), "html_ms": round(nav[0], 1), "dom_ready_ms": round(nav[1], 1)}
+
+
+def server_state(port: int, pid: int) -> dict:
+    """Simulations run and runs cached (/api/debug/sessions), and the server's resident and peak memory."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/debug/sessions", timeout=10) as r:
+        debug = json.loads(r.read())
+    status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    mem = {ln.split(":")[0]: int(ln.split()[1]) // 1024 for ln in status if ln.startswith(("VmRSS", "VmHWM"))}
+    return {"simulations": debug["simulations"], "cached_runs": debug["cached_runs"],
+            "rss_mib": mem.get("VmRSS"), "peak_rss_mib": mem.get("VmHWM")}
 
 
 def stop(proc) -> None:
@@ -84,10 +95,11 @@ def main() -> None:
                 results["warm"].append(r["first_screen_ms"])
                 print(json.dumps({"bench": "first_screen", "pass": "warm", "scenario": name, **r,
                                   "runs": args.runs, "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+            server = server_state(port, proc.pid)
         finally:
             stop(proc)
         browser.close()
-    print(json.dumps({"bench": "first_screen", "presets": len(names),
+    print(json.dumps({"bench": "first_screen", "presets": len(names), "warm_server": server,
                       **{f"{k}_median_ms": round(statistics.median(v), 1) for k, v in results.items() if v},
                       **{f"{k}_worst_ms": max(v) for k, v in results.items() if v},
                       "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}))

@@ -142,3 +142,16 @@ def test_measure_all_is_finite_deterministic_and_sensible() -> None:
     assert a["int2_comp_mean_error"] < a["int2_mean_error"]
     assert a["sigmoid_lut_max_abs_error_in_range"] < 1e-5
     assert a["swiglu_bridge_rel_error"] < a["swiglu_bf16_rel_error"]
+
+
+def test_bf16_rounds_as_ml_dtypes_does() -> None:
+    ml_dtypes = pytest.importorskip("ml_dtypes")  # a dependency: the reference the numpy bit rounding must match
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        rng.standard_normal(100_000).astype(np.float32) * np.float32(10.0) ** rng.integers(-40, 38, 100_000),
+        np.array([0.0, -0.0, np.inf, -np.inf, 3.3895314e38, -3.3895314e38, 1e-45, -1e-45, 1.00390625, 1.01171875],
+                 np.float32),  # zeros, infinities, overflow to inf, denormals, ties to even both ways
+    ])
+    ours, theirs = nx.bf16(x), x.astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert ours.dtype == np.float32 and np.array_equal(ours.view(np.uint32), theirs.view(np.uint32))
+    assert np.isnan(nx.bf16(np.array([np.nan, -np.nan], np.float32))).all()

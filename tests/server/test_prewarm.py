@@ -5,9 +5,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from fakesim import PRESETS, fake_simulate
 from fastapi.testclient import TestClient
 
+from layerscope.server import prewarm
 from layerscope.server.app import create_app
 from layerscope.server.prewarm import prewarm_order
 from layerscope.server.settings import Settings
@@ -26,7 +28,9 @@ def _wait_cached(app, n: int) -> None:
         time.sleep(0.01)
 
 
-def test_a_prewarmed_server_has_every_preset_cached_and_a_load_simulates_nothing(presets_dir: Path) -> None:
+def test_a_prewarmed_server_has_every_preset_cached_and_a_load_simulates_nothing(
+        presets_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prewarm, "START_DELAY_S", 0.0)
     seen: list[str] = []
 
     def simulate(spec):

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from layerscope.model.checkpoint import bf16_bits_to_fp32, fp32_to_bf16_bits
 from layerscope.model.config import preset
 from layerscope.model.layer import Layer, rms_norm, silu
 
@@ -286,10 +287,10 @@ def shared_stats_error(
 
 # -- bf16 SwiGLU with and without the fp32 "precision bridge" ---------------------------------------
 def bf16(x: np.ndarray) -> np.ndarray:
-    """Round to bfloat16 (nearest even) and back to float32."""
-    import ml_dtypes  # imported where used: ~0.6 s, most of a process's start-up (bench/README.md, Start-up)
-
-    return np.asarray(x, np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    """Round to bfloat16 (nearest even) and back to float32: with numpy's bit operations, as the checkpoint reader's
+    bf16 conversion (ml_dtypes gives the same values, tests/model/test_numerics.py, but its import alone took 0.6-2.4 s
+    of the first claims table here: bench/README.md, Start-up)."""
+    return bf16_bits_to_fp32(fp32_to_bf16_bits(np.asarray(x, np.float32)))
 
 
 def swiglu_bf16(x: np.ndarray, wg: np.ndarray, wu: np.ndarray, wd: np.ndarray, bridge: bool) -> np.ndarray:

@@ -2,10 +2,11 @@
 
     lifespan start ─▶ prewarm(runs, default first, then the library in order) ─▶ RunCache.get, one preset at a time
 
-It goes through the RunCache, so a visitor's load of the preset being warmed waits on that same simulation, and
-one warm-up runs at a time (the cache's other simulation slot stays free for visitors). A visitor's own
-simulation goes first: the warm-up waits while one runs, so the two do not take turns on the interpreter's lock.
-A preset the server refuses (over max_sim_work) or that fails is logged and skipped; the server works the same.
+It starts START_DELAY_S after start-up and goes through the RunCache, so a visitor's load of the preset being
+warmed waits on that same simulation, and one warm-up runs at a time (the cache's other simulation slot stays free
+for visitors). A visitor's own simulation goes first: the warm-up waits while one runs, so the two do not take
+turns on the interpreter's lock. A preset the server refuses (over max_sim_work) or that fails is logged and
+skipped; the server works the same.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from layerscope.server.runs import RunCache
 
 log = logging.getLogger("layerscope.server")
 IDLE_POLL_S = 0.05  # how often a waiting warm-up checks whether a visitor's simulation has finished
+# A page opened right after start-up simulates its own run without a warm-up beside it: the warm-up starts once
+# the server has had no simulation to run for this long (the first page load's arrives well within it).
+START_DELAY_S = 2.0
 
 
 def prewarm_order(names: list[str], default: str | None) -> list[str]:
@@ -31,6 +35,7 @@ def prewarm_order(names: list[str], default: str | None) -> list[str]:
 async def prewarm(runs: RunCache, default: str | None, max_work: int) -> int:
     """Warm every preset; returns how many are now cached."""
     warmed = 0
+    await asyncio.sleep(START_DELAY_S)
     for name in prewarm_order(scn.preset_names(), default):
         while runs.busy:
             await asyncio.sleep(IDLE_POLL_S)

@@ -15,7 +15,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -85,9 +85,15 @@ STREAMED_KERNEL_FIELDS = frozenset(StreamedKernel.model_fields) - {"row"}
 
 
 def streamed_kernel(event: BaseModel, row: int) -> EncodedEvent:
-    """The slim kernel record frames carry: the same values as the full event's, fewer fields."""
-    slim = event.model_dump(mode="json", include=STREAMED_KERNEL_FIELDS)
-    return EncodedEvent({**{k: _finite(v) for k, v in slim.items()}, "row": row})
+    """The slim kernel record frames carry: the same values as the full event's, fewer fields, in its model's field
+    order (as model_dump(include=...) gave them; read directly, a third of the time for a 20 000-launch run)."""
+    fields = _streamed_fields(type(event))
+    return EncodedEvent({**{k: _finite(getattr(event, k)) for k in fields}, "row": row})
+
+
+@cache
+def _streamed_fields(model: type[BaseModel]) -> tuple[str, ...]:
+    return tuple(f for f in model.model_fields if f in STREAMED_KERNEL_FIELDS)
 
 
 def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
