@@ -168,7 +168,7 @@ class _Engine:
         self.t = 0.0
         self.stale: dict[int, int] = {}  # decode address map corruption: logical -> logical whose slot it reads
         self._chunk_pages: list[range] = []  # full-size logical pages each prefill chunk wrote
-        self._walk_cache: tuple[int, int] | None = None  # (version, breaks)
+        self._walk_cache: tuple[int, int, list[tuple[int, int]]] | None = None  # (version, breaks, table walked)
         self._run_cache: tuple[int, int] = (-1, 0)  # (version, largest free run)
         self.timing = Timing(self.cost_model, self._emit)
         # the parts this loop joins (each emits its own events and hands back plain data)
@@ -477,12 +477,19 @@ class _Engine:
         return table
 
     def _breaks(self) -> int:
-        if self._walk_cache is not None and self._walk_cache[0] == self._version:
-            return self._walk_cache[1]
+        cached = self._walk_cache
+        if cached is not None and cached[0] == self._version:
+            return cached[1]
         table = self.decode_map() if self.stale else self.kv.allocator.table(SEQ)
-        flat = np.fromiter(itertools.chain.from_iterable(table), dtype=np.int64, count=2 * len(table))
-        breaks = cross_bank_reads(flat[0::2], flat[1::2], self.spec.banks)
-        self._walk_cache = (self._version, breaks)
+        walked = cached[2] if cached is not None and not self.stale else None
+        if walked is not None and len(table) > len(walked) and table[: len(walked)] == walked:
+            # the table only grew at its end (a decode's new page): the walk so far, then on through the new pages
+            last = next((p for p in reversed(walked) if p[0] >= 0), None)
+            tail = ([last] if last is not None else []) + table[len(walked) :]
+            breaks = cached[1] + _walk_breaks(tail, self.spec.banks)
+        else:
+            breaks = _walk_breaks(table, self.spec.banks)
+        self._walk_cache = (self._version, breaks, list(table))
         return breaks
 
     # == actions ==================================================================================
@@ -685,3 +692,9 @@ class _ScaledRouter:
         logits = x @ self.gate.T  # (T, E)
         top = np.argpartition(-logits, self.k - 1, axis=-1)[:, : self.k]  # (T, k)
         return np.bincount(top.reshape(-1), minlength=self.gate.shape[0]).tolist()
+
+
+def _walk_breaks(table: list[tuple[int, int]], num_banks: int) -> int:
+    """cross_bank_reads along a block table of (bank, slot) pairs."""
+    flat = np.fromiter(itertools.chain.from_iterable(table), dtype=np.int64, count=2 * len(table))
+    return cross_bank_reads(flat[0::2], flat[1::2], num_banks)
