@@ -42,8 +42,11 @@ class ServingMetrics:
         self.state: dict[int, list[Any]] = {}
         self.preemptions = 0
 
-    def arrive(self, rid: int, t_us: float, input_len: int, output_len: int) -> None:
-        r = self.reqs[rid] = _Req(t_us, input_len, output_len)
+    def arrive(self, rid: int, t_us: float, input_len: int, output_len: int,
+               token_us: list[float] | None = None) -> None:
+        """`token_us`: the list the engine appends the request's token times to itself (a summary-only run, which
+        knows which requests sampled a token each step), instead of step() replaying them."""
+        r = self.reqs[rid] = _Req(t_us, input_len, output_len, token_us if token_us is not None else [])
         self.state[rid] = [0, input_len, r.token_us]
 
     def computed(self, rid: int, num_computed_tokens: int, preempted: bool) -> None:

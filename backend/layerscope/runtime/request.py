@@ -35,6 +35,7 @@ class Request:
     num_output_tokens: int = 0
     num_preemptions: int = 0
     block_hashes: list[bytes] = field(default_factory=list)  # of full blocks, filled as tokens become known
+    token_us: list[float] = field(default_factory=list)  # when each output token came (a summary-only run's)
 
     @property
     def num_tokens(self) -> int:

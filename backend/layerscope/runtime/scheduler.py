@@ -78,6 +78,7 @@ class StepResult:
 
     first_token: list[Request] = field(default_factory=list)
     finished: list[Request] = field(default_factory=list)
+    sampled: list[Request] = field(default_factory=list)  # of the seqs that allocated (every plain decode samples)
 
 
 class Scheduler:
@@ -208,6 +209,7 @@ class Scheduler:
             if req.num_computed_tokens < known:
                 continue  # a prefill chunk short of the prompt's end: no token yet
             req.num_output_tokens += 1
+            res.sampled.append(req)
             if req.num_output_tokens == 1:
                 res.first_token.append(req)
             if req.num_output_tokens >= req.output_len:

@@ -135,6 +135,7 @@ class ServingEngine:
         self._version_drawn = -1
         self._drawn_step = -BANKS_EVERY
         self._run = 0  # largest free run of pages, as of the block tables' version drawn last
+        self._outside_sums: dict[int, tuple[list[Kernel], float]] = {}  # id(list) -> (the list, its kernels' time)
 
     def _max_step_tokens(self) -> int:
         if self.spec.runtime == "article":
@@ -207,7 +208,7 @@ class ServingEngine:
         """The client sends a request: at its arrival time, or when a concurrency slot frees, if later."""
         t = max(req.arrival_us, slot_free_us)
         if self.metrics is not None:
-            self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len)
+            self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len, req.token_us)
         else:
             self._emit(self._request_event(req, "arrive", t))
         self.scheduler.add_request(req)
@@ -257,13 +258,14 @@ class ServingEngine:
         kernels = self.plan.step_kernels(self.model, batch)
         layer_end = self.timing.launch(kernels, t, "prefill" if prefill else "decode", step=i)
         layer_us = layer_end - t
-        outside = self.plan.outside_layer_kernels(self.model, batch)
-        outside_us = sum(self.timing.cost(k).time_us for k in outside)
+        outside_us = self._outside_us(self.plan.outside_layer_kernels(self.model, batch))
         # whole-model kernels in the plan (scope "model": the article's embedding lookup) are paid once per step
         model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
         model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + outside_us + once_us
-        if metrics is not None:
-            metrics.step(t + model_us, out.request_ids(), num_tokens)
+        if metrics is not None:  # every plain decode samples a token at the step's end (the rest: _finish)
+            end = t + model_us
+            for r in out.decodes:
+                r.token_us.append(end)
         else:
             self._step_event(out, i, t, layer_us, model_us, batch, prefill, decode, num_tokens)
         st = self.stats
@@ -285,6 +287,13 @@ class ServingEngine:
             "decode_tokens": decode, "token_budget": out.token_budget,
             "request_ids": out.request_ids(), "num_tokens": num_tokens,
             "cached_blocks": cached if self.cache.prefix_caching else None}))
+
+    def _outside_us(self, outside: list[Kernel]) -> float:
+        """The outside-layer kernels' time; a sharded plan hands back the same list for the same step shape."""
+        hit = self._outside_sums.get(id(outside))
+        if hit is None or hit[0] is not outside:
+            hit = self._outside_sums[id(outside)] = (outside, sum(self.timing.cost(k).time_us for k in outside))
+        return hit[1]
 
     def _numerics(self, out: SchedulerOutput, t: float, i: int, phase: str) -> None:
         """The same batch at the scaled size, one varlen forward; its error against each sequence alone."""
@@ -321,7 +330,9 @@ class ServingEngine:
         return c.time_us
 
     def _finish(self, res: StepResult, t_end: float, slots: list[float]) -> None:
-        if self.metrics is not None:  # a first token is in the replay's token times already
+        if self.metrics is not None:  # a first token is one of the token times
+            for req in res.sampled:
+                req.token_us.append(t_end)
             for req in res.finished:
                 self.metrics.finished(req.request_id, float(t_end))
                 heapq.heappush(slots, t_end)

@@ -16,6 +16,7 @@ ep_dispatch / ep_combine kernels appear: data-parallel attention is not modelled
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from layerscope.hardware.collectives import CollectiveCost, all_gather_us, all_reduce_us
@@ -104,12 +105,12 @@ class ShardedRuntime(RuntimePlan):
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, sum(n for n, _ in batch))
+        return self._finish(model, ks, sum(map(itemgetter(0), batch)))
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
         fixed-time kernel on stream "host"): once per model step."""
-        tokens = sum(n for n, _ in batch)
+        tokens = sum(map(itemgetter(0), batch))
         key = (model, tokens, len(batch))
         hit = self._outside.get(key)
         if hit is None:

@@ -45,7 +45,8 @@ class Timing:
         hit = self._by_id.get(id(k))
         if hit is None or hit[0] is not k:
             c = self._cost(k, PLAIN_ENV)
-            hit = self._by_id[id(k)] = (k, c, self._event_fields(c))  # holds k: its id is not reused meanwhile
+            fields = self._event_fields(c) if self.emit is not None else {}  # no events: no event fields
+            hit = self._by_id[id(k)] = (k, c, fields)  # holds k: its id is not reused meanwhile
         return hit
 
     def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
