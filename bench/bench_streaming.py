@@ -42,9 +42,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_server(port: int, compression: bool) -> subprocess.Popen[bytes]:
+def start_server(port: int, compression: bool, prewarm: bool = False) -> subprocess.Popen[bytes]:
+    """`prewarm` off by default: a steady-state measurement (frames, fps) should not share the CPU with the
+    server warming every preset in the background (bench_first_screen.py turns it on)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENBLAS_")}
-    cmd = [sys.executable, "-m", "layerscope", "serve", "--port", str(port)]
+    cmd = [sys.executable, "-m", "layerscope", "serve", "--port", str(port), "--prewarm" if prewarm else "--no-prewarm"]
     if compression:  # without it the clients do not offer deflate, so the server's setting does not matter
         cmd.append("--ws-compression")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

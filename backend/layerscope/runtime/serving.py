@@ -60,7 +60,7 @@ from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
 from layerscope.runtime.serving_shadow import ServingShadow
-from layerscope.runtime.sharded import deployed
+from layerscope.runtime.sharded import ShardedRuntime, deployed
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
@@ -108,6 +108,8 @@ class ServingEngine:
         self.metrics = ServingMetrics() if summary_only else None  # fed directly when no events are kept
         self._emit = _drop if summary_only else self.events.append  # type: ignore[assignment]
         self.timing = Timing(CostModel(self.gpu), None if summary_only else self.events.append)
+        if isinstance(self.plan, ShardedRuntime):
+            self.plan.price = self.timing.cost  # one memoised price per kernel for the plan and the launches
         self.stats = ServingStats()
         self.free_start = kv_pool_bytes(spec, self.placement)
         self.chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib,

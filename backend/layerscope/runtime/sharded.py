@@ -15,6 +15,7 @@ ep_dispatch / ep_combine kernels appear: data-parallel attention is not modelled
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ from layerscope.hardware.gpus import GPU
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import Kernel, Scope
+from layerscope.runtime.kernels import Kernel, KernelCost, Scope
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, get_runtime
 from layerscope.runtime.vllm import GEMM_NAMES
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from layerscope.scenario import DeploymentSpec, ScenarioSpec
 
 COMM = "comm"
+# stage -> the all-reduce after its last kernel, where each GPU holds a partial sum (RowParallelLinear, FusedMoE)
+REDUCED_AFTER = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down_proj": "mlp_all_reduce"}
 MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_capture_sizes up to 512)
 # An eager kernel cannot finish before the host has issued it: one PyTorch op through the dispatcher plus
 # cudaLaunchKernel costs on the order of 10 us of CPU time (an assumed typical figure for a modern x86 host, not
@@ -94,6 +97,9 @@ class ShardedRuntime(RuntimePlan):
         self._outside: dict[tuple[ModelConfig, int, int], list[Kernel]] = {}
         self._all_reduce: dict[tuple[ModelConfig, int, str], Kernel] = {}
         self._floored: dict[int, tuple[Kernel, Kernel]] = {}  # id(kernel) -> (kernel, kernel with its floor)
+        # how launch_floors prices a kernel; an engine hands in its Timing's memoised cost, so that a step's new
+        # attention kernel is priced once, not once here and again when it is launched
+        self.price: Callable[[Kernel], KernelCost] = self.cost.cost
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.prefill_chunk(model, tokens, context_before, self.dep.weight_dtype)
@@ -139,13 +145,14 @@ class ShardedRuntime(RuntimePlan):
         n = self.dep.tp
         if n == 1:
             return kernels
-        after = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down_proj": "mlp_all_reduce"}
-        last = {k.stage: i for i, k in enumerate(kernels)}
-        out = []
-        for i, k in enumerate(kernels):
-            out.append(k)
-            if k.stage in after and last[k.stage] == i:
-                out.append(self._all_reduce_kernel(model, tokens, after[k.stage]))
+        at: dict[int, str] = {}  # index of the last kernel of each reduced stage -> its all-reduce's stage
+        for i in range(len(kernels) - 1, -1, -1):
+            reduced = REDUCED_AFTER.get(kernels[i].stage)
+            if reduced is not None and reduced not in at.values():
+                at[i] = reduced
+        out = list(kernels)
+        for i in sorted(at, reverse=True):  # from the back, so earlier indices stay put
+            out.insert(i + 1, self._all_reduce_kernel(model, tokens, at[i]))
         return out
 
     def _all_reduce_kernel(self, model: ModelConfig, tokens: int, stage: str) -> Kernel:
@@ -168,7 +175,7 @@ class ShardedRuntime(RuntimePlan):
         for k in kernels:
             hit = floored.get(id(k))
             if hit is None or hit[0] is not k:
-                t = self.cost.cost(k).time_us
+                t = self.price(k).time_us
                 f = replace(k, fixed_us=k.fixed_us + EAGER_LAUNCH_FLOOR_US - t) if t < EAGER_LAUNCH_FLOOR_US else k
                 hit = floored[id(k)] = (k, f)  # holds k, so its id is not reused meanwhile
             out.append(hit[1])

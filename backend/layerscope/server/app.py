@@ -16,6 +16,7 @@ from layerscope.paths import frontend_dir
 from layerscope.protocol import MAX_REPLAY_BYTES
 from layerscope.server import api, pages, sweep, ws
 from layerscope.server.prewarm import prewarm as prewarm_presets
+from layerscope.server.prewarm import warm_process
 from layerscope.server.runs import RunCache, Simulate, default_simulate
 from layerscope.server.security import BodyLimit, SecurityHeaders
 from layerscope.server.settings import Settings
@@ -32,6 +33,8 @@ def create_app(settings: Settings | None = None, simulate: Simulate | None = Non
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         task = None
+        if prewarm and simulate is None:  # the real engine: its one-off costs before the first page asks
+            await asyncio.to_thread(warm_process)
         if prewarm:
             task = asyncio.create_task(prewarm_presets(app.state.runs, settings.default_scenario,
                                                        settings.max_sim_work))

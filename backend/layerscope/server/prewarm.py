@@ -26,6 +26,16 @@ IDLE_POLL_S = 0.05  # how often a waiting warm-up checks whether a visitor's sim
 START_DELAY_S = 2.0
 
 
+def warm_process() -> None:
+    """What every process pays once, paid before the server answers: the engine's imports, the claims table's probe
+    run (claims.article_run) and its numerics figures for the default seed, the tour checks: one small run
+    simulated and prepared (~1 s here; without it the first visitor's first screen waited for all of it)."""
+    from layerscope.runtime.engine import simulate
+    from layerscope.server.runs import prepare
+
+    prepare(simulate(scn.ScenarioSpec(name="warm-up", prompt_len=512, chunk_size=256, decode_steps=4)))
+
+
 def prewarm_order(names: list[str], default: str | None) -> list[str]:
     """The page's default preset first (the first page load asks for it), then the others in library order."""
     first = default if default in names else (names[0] if names else None)
