@@ -18,7 +18,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/layerscope serve --host $(HOST) --port $(PORT)
+	$(BIN)/layerscope serve --prewarm --host $(HOST) --port $(PORT)
 
 # Debian's Chromium drives the browser tests (Playwright's own download does not work here).
 browser-deps:

@@ -26,4 +26,5 @@ def test_make_run_serves_on_the_port_and_host_given(extra: list[str], host: str,
     assert "make run PORT=8765" in readme and "make run HOST=0.0.0.0" in readme
     dry = subprocess.run(["make", "-n", "-C", str(REPO), "run", *extra], capture_output=True, text=True, check=True)
     (serve,) = [line for line in dry.stdout.splitlines() if " serve " in line]
-    assert serve.endswith(f"layerscope serve --host {host} --port {port}")
+    assert "layerscope serve --prewarm" in serve  # every preset warm for a first visit
+    assert serve.endswith(f" --host {host} --port {port}")

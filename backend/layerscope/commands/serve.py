@@ -24,8 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prewarm",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="simulate every preset in the background from start-up, so a first visit finds it ready (default on)",
+        default=False,
+        help="pay the engine's one-off costs before answering, then simulate every preset in the background, so a "
+        "first visit finds its run ready (`make run` does; default off: a server started for tests or scripts "
+        "simulates only what it is asked)",
     )
     p.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
