@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from layerscope import scenario as scn
 from layerscope.protocol import RunRequest
@@ -20,10 +21,29 @@ from layerscope.server.load import check_work
 from layerscope.server.runs import RunCache
 
 log = logging.getLogger("layerscope.server")
+# the run cache holds every preset and this many runs besides (a visitor's own settings, replays)
+CACHE_BEYOND_LIBRARY = 8
 IDLE_POLL_S = 0.05  # how often a waiting warm-up checks whether a visitor's simulation has finished
 # A page opened right after start-up simulates its own run without a warm-up beside it: the warm-up starts once
 # the server has had no simulation to run for this long (the first page load's arrives well within it).
 START_DELAY_S = 2.0
+
+
+def hold_the_library(runs: RunCache) -> None:
+    """Size the run cache to the preset library (the default 8 runs evicted presets of a 17-preset library, so a
+    visit to each in turn simulated every one again)."""
+    runs.hold_at_least(len(scn.preset_names()) + CACHE_BEYOND_LIBRARY)
+
+
+async def start_prewarm(app: Any) -> asyncio.Task[int] | None:
+    """From the app's lifespan: with app.state.prewarm, the process's one-off costs now (the real engine only),
+    then every preset in the background; returns the background task to cancel at shutdown."""
+    if not getattr(app.state, "prewarm", False):
+        return None
+    if app.state.real_engine:
+        await asyncio.to_thread(warm_process)
+    s = app.state.settings
+    return asyncio.create_task(prewarm(app.state.runs, s.default_scenario, s.max_sim_work))
 
 
 def warm_process() -> None:

@@ -350,6 +350,10 @@ class RunCache:
         settle_heap(collect=evicted)
         return run
 
+    def hold_at_least(self, runs: int) -> None:
+        """Keep at least this many runs (server/prewarm.py sizes the cache to the preset library)."""
+        self._max = max(self._max, runs)
+
     @property
     def busy(self) -> bool:
         """Whether a simulation is running (server/prewarm.py waits for a visitor's to finish)."""
