@@ -204,6 +204,15 @@ export class TimeAxis {
     return s[lo];
   }
 
+  // Simulated time t (µs of the run's clock) in the units on screen, µs: what the clock, the story line and the
+  // delta line print. One layer of a layer clock and the whole model of a model clock are the clock itself; the
+  // whole model of a layer clock and one layer of a model clock go through the mapping (no broken-axis gap there).
+  clockUs(t) {
+    if (this.units === this.clock) return t;
+    const g = this.seg(t);
+    return g.x0 + (t - g.t0) * g.slope;
+  }
+
   // simulated µs -> the x a plot draws (in the shown unit: see unit())
   toX(t) {
     if (t === null || t === undefined) return null;
@@ -221,7 +230,7 @@ export class TimeAxis {
     return this.extent[1];
   }
 
-  // µs drawn as ms once the displayed extent passes 5 ms
+  // the displayed extent in µs (drawn as ms once it passes 5 ms, as s once it passes 5 s: scale())
   lengthUs() {
     const last = this.segs[this.segs.length - 1];
     return last.x0 + (last.t1 - last.t0) * last.slope;
@@ -229,11 +238,12 @@ export class TimeAxis {
 
   scale() {
     if (this.parent) return this.parent.scale();
-    return this.lengthUs() > 5000 ? 1000 : 1;
+    const len = this.lengthUs();
+    return len > 5e6 ? 1e6 : len > 5000 ? 1000 : 1;
   }
 
   unit() {
-    return this.scale() === 1000 ? "ms" : "µs";
+    return { 1: "µs", 1000: "ms", 1000000: "s" }[this.scale()];
   }
 
   title() {

@@ -43,7 +43,7 @@ export class Controls {
     this.speed.addEventListener("change", () => this.conn.send({ type: "speed", speed: Number(this.speed.value) }));
     this.select.addEventListener("change", () => this.choose(this.select.value, {}));
     this.scrubber.addEventListener("pointerdown", () => (this.scrubbing = true));
-    this.scrubber.addEventListener("input", () => (this.clock.textContent = `${us(Number(this.scrubber.value))} / ${us(this.store.duration)}`));
+    this.scrubber.addEventListener("input", () => (this.clock.textContent = this.clockText(Number(this.scrubber.value))));
     this.scrubber.addEventListener("change", () => {
       this.scrubbing = false;
       this.seek(Number(this.scrubber.value));
@@ -234,7 +234,7 @@ export class Controls {
     this.pendingURL = null;
     $("form-error").textContent = "";
     this.fillForm(msg.scenario);
-    this.scrubber.max = String(msg.duration_us || 1);
+    this.scrubber.max = String(this.store.duration || 1); // the longer of the two runs (store.reset)
     this.scrubber.value = "0";
     if (this.select.value !== msg.scenario.name && [...this.select.options].some((o) => o.value === msg.scenario.name)) this.select.value = msg.scenario.name;
   }
@@ -258,14 +258,21 @@ export class Controls {
     }
   }
 
+  // "12.35 ms / 5.123 s · whole model": playback time and the run's end, in the units on screen
+  clockText(t) {
+    const ax = this.store.axis;
+    const what = ax.units === "model" ? "whole model" : ax.clock === "model" ? "one layer of each step" : "one layer";
+    return `${us(ax.clockUs(t))} / ${us(ax.clockUs(this.store.duration))} · ${what}`;
+  }
+
   tick() {
     const t = this.store.t;
-    const key = `${t}/${this.store.duration}`;
+    const key = `${t}/${this.store.duration}/${this.store.axis.ver}`;
     if (!this.scrubbing && key !== this.tickKey) {
       this.tickKey = key;
       this.scrubber.value = String(t);
-      const text = `${us(t)} / ${us(this.store.duration)}`;
-      if (text !== this.clockText) this.clock.textContent = this.clockText = text; // no layout work when unchanged
+      const text = this.clockText(t);
+      if (text !== this.shownClock) this.clock.textContent = this.shownClock = text; // no layout work when unchanged
     }
   }
 }

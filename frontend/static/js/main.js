@@ -112,6 +112,10 @@ function applyTheme(name) {
   return t;
 }
 
+// The units the user chose (the switch, or ?units= in the URL); null: each run opens in its own clock's units
+// (a serving run in whole-model time, what a client measures; a one-request run in one layer's).
+let chosenUnits = ["layer", "model"].includes(query.get("units")) ? query.get("units") : null;
+
 function applyUnits(units) {
   store.setUnits(units);
   for (const b of document.querySelectorAll("[data-units]")) {
@@ -119,13 +123,22 @@ function applyUnits(units) {
     b.classList.toggle("on", on);
     b.setAttribute("aria-pressed", String(on));
   }
+  // the story line, the delta line and the clock say their times in the same units as the axes
+  if (store.scenario) {
+    $("story-line").innerHTML = storyLine(store);
+    $("delta-line").innerHTML = deltaLine(store);
+  }
+}
+
+function runUnits() {
+  return chosenUnits || (store.main && store.main.clock === "model" ? "model" : "layer");
 }
 
 // settings that live in the URL beside the scenario's: theme and units
 function extraQuery() {
   const q = {};
   if (document.documentElement.dataset.theme === "light") q.theme = "light";
-  if (store.axis.units === "model") q.units = "model";
+  if (chosenUnits) q.units = chosenUnits;
   return q;
 }
 
@@ -142,6 +155,7 @@ $("theme-toggle").addEventListener("click", () => {
 });
 for (const b of document.querySelectorAll("[data-units]")) {
   b.addEventListener("click", () => {
+    chosenUnits = b.dataset.units;
     applyUnits(b.dataset.units);
     refreshURL();
   });
@@ -204,7 +218,7 @@ function onMessage(msg) {
     case "loaded":
       store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
       serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
-      applyUnits(store.axis.units);
+      applyUnits(runUnits());
       detail.clear();
       servingShown = null;
       showServing();
@@ -213,8 +227,6 @@ function onMessage(msg) {
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
       renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label));
-      $("story-line").innerHTML = storyLine(store);
-      $("delta-line").innerHTML = deltaLine(store);
       $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
       $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
       document.title = `LayerScope — ${msg.scenario.name}`;
@@ -291,7 +303,6 @@ function loop(now) {
 }
 
 window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
-if (query.get("units") === "model") applyUnits("model");
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
 requestAnimationFrame(loop);
