@@ -57,6 +57,7 @@ applyTheme(query.get("theme") || document.documentElement.dataset.theme || "dark
 
 let controls = null;
 const serving = new ServingState(store); // request, step and deployment events as they play, beside the store
+const servingB = new ServingState(store, false); // a comparison's run B, from its whole run (drawn beside A's)
 const detail = new DetailPane($("detail"), store, (t) => controls.seek(t));
 const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"), (run, k) => detail.pin(run, k));
 const memory = new MemoryView($("memory-plot"), store, $("memory-legend"));
@@ -64,10 +65,10 @@ const latency = new LatencyView($("latency-plot"), store, $("latency-legend"));
 const numerics = new NumericsView($("numerics-plot"), store);
 const experts = new ExpertsView($("experts-plot"), store, $("experts-info"));
 const stages = new StagesView($("stages-plot"), store);
-const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"));
+const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"), servingB);
 fillRequestLegend($("requests-legend"));
-const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"));
-const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"));
+const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"), servingB);
+const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"), servingB);
 const kvblocks = new KvBlocksView($("kvblocks-plot"), store, serving);
 const servingPanels = [$("requests"), $("step-mix"), $("latency-dist")];
 const servingPlots = new Map([requests, stepmix, latdist, kvblocks].map((v) => [v, 0])); // view -> when it may draw next
@@ -218,6 +219,7 @@ function onMessage(msg) {
     case "loaded":
       store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
       serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
+      if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
       applyUnits(runUnits());
       detail.clear();
       servingShown = null;
@@ -302,7 +304,7 @@ function loop(now) {
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
 requestAnimationFrame(loop);

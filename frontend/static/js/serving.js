@@ -74,11 +74,13 @@ function mergeSorted(a, b) {
 }
 
 export class ServingState {
-  constructor(store) {
+  // live: false for a comparison's run B, built only from the whole run (loadRun) and never fed frames (one clock
+  // streams one run: run A's)
+  constructor(store, live = true) {
     this.store = store;
     this.clear();
     this.lastReset = store.ver.reset || 0;
-    store.listeners.push((frame) => this.onFrame(frame));
+    if (live) store.listeners.push((frame) => this.onFrame(frame));
   }
 
   clear() {
