@@ -143,6 +143,86 @@ function extraQuery() {
   return q;
 }
 
+// A link's moment: ?t= (playback time, µs of the run's clock), &x0=&x1= (the zoom, µs), &step= (tour step, from 1),
+// &kernel= (the pinned launch: its run, A or B, and its row in that run's kernel table, e.g. A12). Read once and
+// applied when the link's run loads; written back as they change (never while playing), so a link is a moment.
+function readMoment(q) {
+  const m = {};
+  const bad = [];
+  for (const k of ["t", "x0", "x1"]) {
+    if (!q.has(k)) continue;
+    const v = Number(q.get(k));
+    if (q.get(k) !== "" && Number.isFinite(v) && v >= 0) m[k] = v;
+    else bad.push(`${k}=${q.get(k)}: a time in µs, 0 or more`);
+  }
+  if (q.has("step")) {
+    const v = Number(q.get("step"));
+    if (Number.isInteger(v) && v >= 1) m.step = v;
+    else bad.push(`step=${q.get("step")}: a tour step, 1 or more`);
+  }
+  if (q.has("kernel")) {
+    const r = /^([AB])(\d+)$/.exec(q.get("kernel"));
+    if (r) m.kernel = { role: r[1] === "A" ? "main" : "compare", row: Number(r[2]) };
+    else bad.push(`kernel=${q.get("kernel")}: a run and a launch, e.g. A12`);
+  }
+  return { m, bad, scenario: q.get("scenario") };
+}
+let moment = readMoment(query);
+window.addEventListener("popstate", () => (moment = readMoment(new URLSearchParams(location.search)))); // Back: that entry's moment
+
+function applyMoment() {
+  const { m, bad, scenario } = moment;
+  moment = null;
+  if (scenario && store.scenario.name !== scenario) return; // the link's run was refused: its moment does not apply
+  if (("x0" in m) !== ("x1" in m) || ("x0" in m && !(m.x1 > m.x0))) bad.push("x0, x1: the zoom needs both, x0 < x1");
+  else if ("x0" in m) store.setRange([m.x0, m.x1]);
+  if (m.kernel) {
+    const run = store.runs.find((r) => r.role === m.kernel.role);
+    const k = run && run.kernel[m.kernel.row];
+    if (k) detail.pin(run, k);
+    else bad.push(`kernel: run ${m.kernel.role === "main" ? "A" : "B"} has no launch ${m.kernel.row}`);
+  }
+  let t = m.t;
+  if (m.step) {
+    const steps = (store.scenario.tour || []).length;
+    if (m.step > steps) bad.push(`step=${m.step}: this preset's tour has ${steps} steps`);
+    else {
+      if (t === undefined) t = tour.stepTime(m.step - 1);
+      tour.arrive(m.step - 1, t);
+    }
+  }
+  if (t !== undefined) {
+    if (t > store.duration) bad.push(`t=${t}: past the end of the run (${Math.round(store.duration)} µs)`);
+    else controls.seek(t);
+  }
+  if (bad.length) toast(`link: ${bad.join("; ")}`, "error");
+}
+
+// The moment on screen as URL parameters (see readMoment).
+function momentQuery() {
+  const q = {};
+  if (store.t > 0) q.t = String(+store.t.toPrecision(9));
+  if (store.axis.range) [q.x0, q.x1] = store.axis.range.map((v) => String(+v.toPrecision(9)));
+  if (tour.index >= 0) q.step = String(tour.index + 1);
+  const p = detail.pinned;
+  if (p) {
+    if (!p.row || p.row[0] !== p.k) p.row = [p.k, p.run.kernel.indexOf(p.k)];
+    if (p.row[1] >= 0) q.kernel = `${p.run.role === "main" ? "A" : "B"}${p.row[1]}`;
+  }
+  return q;
+}
+
+let momentAt = 0;
+function keepMoment(now) {
+  if (now < momentAt || !store.scenario || moment || controls.playing) return;
+  momentAt = now + 400;
+  const q = new URLSearchParams(location.search);
+  const was = q.toString();
+  for (const k of ["t", "x0", "x1", "step", "kernel"]) q.delete(k);
+  for (const [k, v] of Object.entries(momentQuery())) q.set(k, v);
+  if (q.toString() !== was) history.replaceState(history.state, "", `${location.pathname}?${q}`);
+}
+
 function refreshURL() {
   const q = new URLSearchParams(location.search);
   for (const k of ["theme", "units"]) q.delete(k);
@@ -232,6 +312,7 @@ function onMessage(msg) {
       $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
       $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
       document.title = `LayerScope — ${msg.scenario.name}`;
+      if (moment) applyMoment();
       break;
     case "frame":
       stats.frames += 1;
@@ -301,6 +382,7 @@ function loop(now) {
   // canvases over their plots, only when it changed: no Plotly call per cursor move (bench/README.md)
   if (servingShown) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
   for (const c of cursors) c.place(store.t, store.axis);
+  keepMoment(now);
   requestAnimationFrame(loop);
 }
 
