@@ -80,6 +80,29 @@ const log = new LogView($("events-log"), store);
 const cursors = timePlots.map((v) => new TimeCursor(v.el));
 const exporter = new Exporter(store, stats);
 
+// Hover links entities across panels (one entity, one mark everywhere): a stage in the stages panel or a node of
+// the topology marks the same stage in the other; a request's lane marks its pages in the bank map, a page its lane.
+// body.dataset.linked says what is linked now (tests).
+function linkStage(id) {
+  for (const n of document.querySelectorAll("#topology-svg g.node")) n.classList.toggle("linked", id !== null && n.dataset.stage === id);
+  stages.link(id);
+  document.body.dataset.linked = id === null ? "" : `stage:${id}`;
+}
+function linkRequest(role, id) {
+  const on = id !== null && id !== undefined;
+  banks.link(role, on ? id : null);
+  requests.link(role, on ? id : null);
+  document.body.dataset.linked = on ? `request:${role === "compare" ? "B" : "A"}:${id}` : "";
+}
+stages.onHover = linkStage;
+$("topology-svg").addEventListener("mouseover", (ev) => {
+  const n = ev.target.closest && ev.target.closest("g.node");
+  linkStage(n ? n.dataset.stage : null);
+});
+$("topology-svg").addEventListener("mouseleave", () => linkStage(null));
+requests.onHover = (role, id) => linkRequest(role, id ?? null);
+banks.onHover = (role, id) => linkRequest(role, id ?? null);
+
 const conn = new Connection(onMessage, (status) => {
   $("status").textContent = status;
   $("status").dataset.state = status === "live" ? "live" : "down";

@@ -9,6 +9,7 @@ import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout, runColor } from "../colo
 import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 import { PlotOverlay } from "./overlay.js";
+import { hideTip, showTip } from "./tip.js";
 
 const LABEL = {
   waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
@@ -30,6 +31,58 @@ export class RequestsView {
     this.overlay = new PlotOverlay(el);
     this.liveKey = "";
     this.highlighted = []; // request ids highlighted now (tests)
+    this.linked = null; // {role, id}: a request hovered in another panel (the bank map), outlined on its lane
+    this.onHover = null; // (role, id) | (null): a request hovered here (main.js links it to the bank map)
+    el.addEventListener("mousemove", (ev) => this.hoverAt(ev));
+    el.addEventListener("mouseleave", () => {
+      hideTip();
+      if (this.onHover) this.onHover(null);
+    });
+  }
+
+  // The request and lane segment under the pointer, anywhere on its row's bar (not only at Plotly's points).
+  pointAt(ev) {
+    const fl = this.el._fullLayout;
+    if (!fl || !fl.xaxis || !fl.yaxis) return null;
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
+    const box = this.el.getBoundingClientRect();
+    const px = ev.clientX - box.left - xa._offset;
+    const py = ev.clientY - box.top - ya._offset;
+    if (px < 0 || px > xa._length || py < 0 || py > ya._length) return null;
+    const x = xa.p2l(px);
+    const row = Math.round(ya.p2l(py));
+    for (const bl of this.blocks()) {
+      const i = row - bl.row0;
+      if (i < 0 || i >= bl.sv.order.length) continue;
+      const req = bl.sv.requests.get(bl.sv.order[i]);
+      const now = bl.sv.whole ? bl.ax.extent[1] : this.store.t;
+      const slack = (xa.p2l(4) - xa.p2l(0)) || 0; // 4 px either side of a thin chunk
+      const seg = bl.sv.lanes(req, now).find((sg) => bl.ax.toX(sg.t0) - slack <= x && x <= bl.ax.toX(sg.t1) + slack) || null;
+      return { bl, req, seg };
+    }
+    return null;
+  }
+
+  hoverAt(ev) {
+    const hit = this.pointAt(ev);
+    if (!hit) {
+      hideTip();
+      if (this.onHover) this.onHover(null);
+      return;
+    }
+    const { bl, req, seg } = hit;
+    const state = seg ? (seg.n ? `${LABEL[seg.state]}: ${seg.n} tokens this step` : LABEL[seg.state]) : req.finished !== null ? "finished" : "not arrived yet";
+    showTip(`${this.hover(req, bl.sv, bl.tag)}<br>now: ${state}`, ev.clientX, ev.clientY);
+    if (this.onHover) this.onHover(bl.tag === "B " ? "compare" : "main", req.id);
+  }
+
+  // Outline the lane of request id of run role (hovered in the bank map), or none.
+  link(role, id) {
+    const next = id === null || id === undefined ? null : { role, id };
+    if (JSON.stringify(next) === JSON.stringify(this.linked)) return;
+    this.linked = next;
+    this.liveKey = ""; // the overlay redraws
   }
 
   // The step running at the cursor (null before the first or between steps): its requests are highlighted.
@@ -49,6 +102,7 @@ export class RequestsView {
     const ctx = this.overlay.begin();
     const fl = this.overlay.layout();
     this.highlighted = [];
+    if (ctx && fl && this.linked) this.drawLinked(ctx, fl);
     if (!ctx || !fl || !cur) return true;
     const xa = fl.xaxis;
     const ya = fl.yaxis;
@@ -89,6 +143,21 @@ export class RequestsView {
     const bl = this.blocks();
     const last = bl[bl.length - 1];
     return last.row0 + last.sv.order.length;
+  }
+
+  drawLinked(ctx, fl) {
+    const bl = this.blocks().find((b) => (b.tag === "B " ? "compare" : "main") === this.linked.role) || null;
+    const i = bl ? bl.sv.order.indexOf(this.linked.id) : -1;
+    if (i < 0) return;
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
+    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0));
+    const y = ya._offset + ya.l2p(bl.row0 + i) - Math.max(rowH, 4) / 2;
+    ctx.save();
+    ctx.strokeStyle = THEME.bright;
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(xa._offset + 1, y, xa._length - 2, Math.max(rowH, 4));
+    ctx.restore();
   }
 
   hover(r, sv = this.serving, tag = "") {
@@ -143,13 +212,13 @@ export class RequestsView {
     for (const [state, t] of Object.entries(by)) {
       out.push({
         type: "scatter", mode: "lines", name: state, meta: state, x: t.x, y: t.y, text: t.text,
-        line: { color: REQUEST_STATE[state], width }, hovertemplate: "%{text}<extra></extra>", connectgaps: false,
+        line: { color: REQUEST_STATE[state], width }, hoverinfo: "skip", connectgaps: false, // the page tooltip (hoverAt)
       });
     }
     out.push({
       type: "scatter", mode: "markers", name: "finished", meta: "finished", x: done.x, y: done.y, text: done.text,
       marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
-      hovertemplate: "%{text}<extra></extra>",
+      hoverinfo: "skip",
     });
     return out;
   }

@@ -98,6 +98,18 @@ export class StagesView {
       yaxis2: { anchor: "x2", side: "right", title: { text: model ? "ms / step" : "µs / step" }, rangemode: "tozero", range: [0, maxDec * 1.1 || 1] },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    if (!this.bound && this.el.on) {
+      this.bound = true;
+      this.el.on("plotly_hover", (d) => this.onHover && d.points.length && this.onHover(d.points[0].x));
+      this.el.on("plotly_unhover", () => this.onHover && this.onHover(null));
+    }
+    if (this.linked) this.link(this.linked);
     return true;
+  }
+
+  // Mark stage id's tick labels (hovered in another panel: the topology), or none.
+  link(id) {
+    this.linked = id;
+    for (const t of this.el.querySelectorAll(".xtick text, .x2tick text")) t.classList.toggle("linked-text", id !== null && t.textContent === id);
   }
 }
