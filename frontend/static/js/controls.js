@@ -113,13 +113,73 @@ export class Controls {
     const tag = ev.target && ev.target.tagName;
     if (tag === "INPUT" && ev.target.type !== "range") return;
     if (tag === "SELECT" || tag === "TEXTAREA" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    if (ev.key === " ") {
-      ev.preventDefault();
-      if (this.playing) this.pause();
-      else this.play();
-    } else if (ev.key === "s") this.step();
-    else if (ev.key === "+" || ev.key === "=") this.bumpSpeed(1);
-    else if (ev.key === "-" || ev.key === "_") this.bumpSpeed(-1);
+    // profiler habits: space plays, arrows step (right: one batch; left: back to the previous launch), WASD zooms
+    // (w in, s out, around the cursor) and pans (a, d), 0 / Escape resets the zoom, [ and ] walk the kernel
+    // launches (pinned in the detail pane), + / - change the speed
+    const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+    const act = {
+      " ": () => (this.playing ? this.pause() : this.play()),
+      ArrowRight: () => this.step(),
+      ArrowLeft: () => this.stepBack(),
+      w: () => this.zoom(0.5),
+      s: () => this.zoom(2),
+      a: () => this.pan(-0.25),
+      d: () => this.pan(0.25),
+      0: () => this.store.resetRange(),
+      Escape: () => this.store.resetRange(),
+      "[": () => this.onKernelKey && this.onKernelKey(-1),
+      "]": () => this.onKernelKey && this.onKernelKey(1),
+      "+": () => this.bumpSpeed(1),
+      "=": () => this.bumpSpeed(1),
+      "-": () => this.bumpSpeed(-1),
+      _: () => this.bumpSpeed(-1),
+    }[key];
+    if (!act) return;
+    ev.preventDefault(); // a focused scrubber would move too; space would scroll
+    act();
+  }
+
+  // The start of run A's launch before the playback time (the left arrow: one launch back).
+  stepBack() {
+    const run = this.store.main;
+    if (!run) return;
+    const starts = this.starts && this.starts.run === run ? this.starts.t : (this.starts = { run, t: run.kernel.map((k) => k.start_us).sort((x, y) => x - y) }).t;
+    const t = this.store.t - 1e-6;
+    let lo = 0;
+    let hi = starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (starts[mid] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    this.pause();
+    this.seek(lo > 0 ? starts[lo - 1] : 0);
+  }
+
+  // The shown range, µs of the main run's clock.
+  viewRange() {
+    return this.store.axis.range || this.store.axis.extent;
+  }
+
+  // Zoom by `factor` (0.5: twice as close) around the playback time when it is in view, else the middle.
+  zoom(factor) {
+    const [a, b] = this.viewRange();
+    const t = this.store.t;
+    const c = t >= a && t <= b ? t : (a + b) / 2;
+    const half = ((b - a) * factor) / 2;
+    const [e0, e1] = this.store.axis.extent;
+    const w = Math.min(half * 2, e1 - e0);
+    let lo = Math.max(e0, c - w / 2);
+    lo = Math.min(lo, e1 - w);
+    this.store.setRange([lo, lo + w]);
+  }
+
+  // Pan by `share` of the shown width (negative: earlier).
+  pan(share) {
+    const [a, b] = this.viewRange();
+    const [e0, e1] = this.store.axis.extent;
+    const d = Math.max(e0 - a, Math.min(e1 - b, (b - a) * share));
+    if (this.store.axis.range) this.store.setRange([a + d, b + d]);
   }
 
   bumpSpeed(dir) {

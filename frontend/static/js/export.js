@@ -267,6 +267,7 @@ export function addPanelButtons(exporter, toast) {
       const b = document.createElement("button");
       b.textContent = f.toUpperCase();
       b.title = `Export this panel as ${f.toUpperCase()} with a title (for slides)`;
+      b.setAttribute("aria-label", `export ${(panel.dataset.title || panel.id).toLowerCase()} as ${f.toUpperCase()}`);
       b.dataset.testid = `export-${panel.id}-${f}`;
       b.setAttribute("data-testid", `export-${panel.id}-${f}`);
       b.addEventListener("click", () => exporter.panel(panel, f).then((n) => toast(`exported ${n}`)).catch((e) => toast(`export failed: ${e.message}`, "error")));

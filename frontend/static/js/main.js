@@ -111,6 +111,7 @@ conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : fal
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
 controls.extraQuery = () => extraQuery();
+controls.onKernelKey = (dir) => walkKernel(dir);
 const deployment = new DeploymentView($("deployment"), store, serving, (set) => controls.loadWith(set));
 const sweep = new SweepView($("sweep"), store, {
   scenario: () => controls.select.value,
@@ -122,6 +123,33 @@ const tour = new Tour($("tour"), store, {
   pause: () => controls.pause(),
   seek: (t) => controls.seek(t),
 });
+
+// [ and ]: pin run A's previous / next launch (from the pinned one, else from the playback time), move the playback
+// there and keep it in view: every kernel is reachable from the keyboard.
+function walkKernel(dir) {
+  const run = store.main;
+  if (!run || !run.kernel.length) return;
+  const order = walkKernel.order && walkKernel.order.run === run ? walkKernel.order.rows
+    : (walkKernel.order = { run, rows: run.kernel.map((_, i) => i).sort((x, y) => run.kernel[x].start_us - run.kernel[y].start_us || x - y) }).rows;
+  const p = detail.pinned && detail.pinned.run === run ? order.indexOf(run.kernel.indexOf(detail.pinned.k)) : -1;
+  let i;
+  if (p >= 0) i = Math.max(0, Math.min(order.length - 1, p + dir));
+  else {
+    i = order.findIndex((r) => run.kernel[r].start_us >= store.t - 1e-6);
+    if (i < 0) i = order.length - 1;
+    if (dir < 0 && i > 0 && run.kernel[order[i]].start_us > store.t) i -= 1;
+  }
+  const k = run.kernel[order[i]];
+  detail.pin(run, k);
+  controls.pause();
+  controls.seek(k.start_us);
+  const r = store.axis.range;
+  if (r && (k.start_us < r[0] || k.start_us + k.dur_us > r[1])) {
+    const w = r[1] - r[0];
+    store.setRange([k.start_us - w / 2, k.start_us + w / 2]);
+  }
+  $("status").dataset.kernel = `${order[i]}`; // read by tests
+}
 
 function applyTheme(name) {
   const t = setTheme(name);
@@ -388,6 +416,7 @@ function loop(now) {
     if (growing && (!servingShown || (controls.playing && (now < servingPlots.get(v) || now < servingFreeAt)))) continue;
     const t0 = performance.now();
     if (v.render(store, store.axis)) {
+      for (const a of v.el.querySelectorAll(".modebar-btn:not([tabindex='-1'])")) a.tabIndex = -1; // out of the tab order
       const name = v.constructor.name;
       const ms = performance.now() - t0;
       stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, ms);

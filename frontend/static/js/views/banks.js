@@ -17,6 +17,7 @@ const FLASH_MS = 1200; // long enough to notice at normal speed (the state itsel
 const MOVE_MS = 1200;
 const STRIP = 10; // px of the CRC verdict strip (css px)
 const LABEL = 14; // px of a run's label row when two runs are shown
+const REDUCED = window.matchMedia ? window.matchMedia("(prefers-reduced-motion: reduce)") : { matches: false };
 const USED_SHARE = 0.6; // a run that never touches more than 60% of the slots shows only the slots it used
 const OPS = new Set(["page_alloc", "page_free", "page_migrate", "page_evict", "fault", "crc", "banks", "alloc_fail", "chunk"]);
 
@@ -325,6 +326,7 @@ export class BanksView {
   }
 
   animate(k, e) {
+    if (REDUCED.matches) return; // prefers-reduced-motion: the state changes, nothing flies or flashes
     const now = performance.now();
     if (e.kind === "page_migrate") this.anims.push({ k, type: "move", fb: e.from_bank, fs: e.from_slot, tb: e.to_bank, ts: e.to_slot, start: now });
     else if (e.kind === "page_evict") e.banks.forEach((b, j) => this.anims.push({ k, type: "cell", b, s: e.slots[j], color: FLASH.evict, start: now }));
