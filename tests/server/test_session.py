@@ -74,7 +74,8 @@ def test_advance_caps_frame_size_without_skipping() -> None:
 
 
 def test_playback_runs_to_the_end_of_the_longer_compare_run() -> None:
-    spec = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40, compare={"label": "longer", "set": {"decode_steps": 120}})
+    longer = {"label": "longer", "set": {"decode_steps": 120}}
+    spec = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40, compare=longer)
     run = prepare(fake_simulate(spec))
     other = run.result.compare
     b_end = max(e.t_us + getattr(e, "dur_us", 0.0) for e in other.events)

@@ -362,7 +362,10 @@ export class Controls {
       showFieldError(this.form, $("form-error"), msg.field, msg.message);
       this.form.classList.remove("hidden");
     }
-    if (msg.field && /^(set|spec|scenario)/.test(msg.field)) this.fallBack(`${msg.field.replace(/^set\./, "")}: ${msg.message}`);
+    if (msg.field && /^(set|spec|scenario)/.test(msg.field)) {
+      const name = msg.field.replace(/^(set|spec)\./, "");
+      this.fallBack(plainError(name, msg.message, this.form.elements[name]));
+    }
   }
 
   // "12.35 ms / 5.123 s · whole model": playback time and the run's end, in the units on screen
