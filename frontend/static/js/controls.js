@@ -357,6 +357,13 @@ export class Controls {
     if (this.toast) this.toast(text, "error");
   }
 
+  // An error message as the user reads it: the field and the fix, without the framework's wording.
+  errorText(msg) {
+    if (!msg.field) return msg.message;
+    const name = msg.field.replace(/^(set|spec)\./, "");
+    return plainError(name, msg.message, this.form.elements[name]);
+  }
+
   onError(msg) {
     if (msg.field && /^(set|spec|events)/.test(msg.field)) {
       showFieldError(this.form, $("form-error"), msg.field, msg.message);

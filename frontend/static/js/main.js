@@ -383,9 +383,9 @@ function onMessage(msg) {
       break;
     case "error":
       stats.errors.push(msg);
+      toast(controls.errorText(msg), "error"); // before onError: a fall back to the default preset says more
       controls.onError(msg);
       deployment.onError(msg);
-      toast(`${msg.field ? `${msg.field}: ` : ""}${msg.message}`, "error");
       break;
     default:
       break;
