@@ -173,6 +173,8 @@ export class RequestsView {
     );
   }
 
+  // One set of traces per run (run B's metas start with "B "): a line per state, a tick per finished request.
+  // No hover text: the page tooltip reads the lane under the pointer (hoverAt).
   traces() {
     const s = this.store;
     const rows = this.rows();
@@ -180,15 +182,15 @@ export class RequestsView {
     const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
     const [x0, x1] = s.axis.shown();
     const minW = ((x1 - x0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // a bar is at least 1.5 px wide
-    const by = {};
-    for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [], text: [] };
-    const done = { x: [], y: [], text: [] };
+    const out = [];
     for (const { sv, row0, ax, tag } of this.blocks()) {
+      const by = {};
+      for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [] };
+      const done = { x: [], y: [] };
       const now = sv.whole ? ax.extent[1] : s.t; // the whole run: every lane to its end
       sv.order.forEach((id, i) => {
         const row = row0 + i;
         const r = sv.requests.get(id);
-        const text = this.hover(r, sv, tag);
         for (const seg of sv.lanes(r, now)) {
           const t = by[seg.state];
           if (!t) continue;
@@ -196,30 +198,26 @@ export class RequestsView {
           const a = ax.toX(seg.t0);
           const b = ax.toX(seg.t1);
           const gap = chunk ? (b - a) * 0.12 : 0; // consecutive chunks stay apart
-          const tx = chunk ? `${text}<br>${LABEL[seg.state]}: ${seg.n} tokens this step` : `${text}<br>${LABEL[seg.state]}`;
           t.x.push(a, Math.max(b - gap, a + minW), null);
           t.y.push(row, row, null);
-          t.text.push(tx, tx, null);
         }
         if (r.finished !== null) {
           done.x.push(ax.toX(r.finished));
           done.y.push(row);
-          done.text.push(`${text}<br>finished`);
         }
       });
-    }
-    const out = [];
-    for (const [state, t] of Object.entries(by)) {
+      const meta = tag === "B " ? "B " : "";
+      for (const [state, t] of Object.entries(by)) {
+        out.push({
+          type: "scatter", mode: "lines", name: `${meta}${state}`, meta: `${meta}${state}`, x: t.x, y: t.y,
+          line: { color: REQUEST_STATE[state], width }, hoverinfo: "skip", connectgaps: false,
+        });
+      }
       out.push({
-        type: "scatter", mode: "lines", name: state, meta: state, x: t.x, y: t.y, text: t.text,
-        line: { color: REQUEST_STATE[state], width }, hoverinfo: "skip", connectgaps: false, // the page tooltip (hoverAt)
+        type: "scatter", mode: "markers", name: `${meta}finished`, meta: `${meta}finished`, x: done.x, y: done.y, hoverinfo: "skip",
+        marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
       });
     }
-    out.push({
-      type: "scatter", mode: "markers", name: "finished", meta: "finished", x: done.x, y: done.y, text: done.text,
-      marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
-      hoverinfo: "skip",
-    });
     return out;
   }
 
