@@ -86,7 +86,7 @@ function servingDelta(a, b) {
     if (!Number.isFinite(va) || !Number.isFinite(vb) || va <= 0) continue;
     const unit = key.endsWith("_ms") ? " ms" : "";
     const ratio = vb / va;
-    if (how === "ratio" && (ratio >= 1.5 || ratio <= 1 / 1.5)) parts.push(`${name} ×${ratio >= 1 ? ratio.toFixed(2) : `1/${(1 / ratio).toFixed(2)}`} (${ms(va)} → ${ms(vb)}${unit})`);
+    if (how === "ratio" && (ratio >= 1.5 || ratio <= 1 / 1.5)) parts.push(`${name} ×${ratio >= 1 ? ratio.toFixed(2) : ratio.toPrecision(2)} (${ms(va)} → ${ms(vb)}${unit})`);
     else if (Math.abs(pct(va, vb)) >= 0.05) parts.push(`${name} ${ms(va)} → ${ms(vb)}${unit} (${signed(pct(va, vb))})`);
   }
   return parts.join(", ") || "no difference on the serving figures (ITL, TPOT, TTFT, throughput)";
