@@ -133,6 +133,8 @@ def test_a_serving_run_opens_in_whole_model_units_and_the_switch_moves_every_tim
     page.wait(f"{STORE}.axis.units === 'layer'")
     assert "one layer of each step" in page.page.get_by_test_id("story-line").inner_text()
     assert page.page.get_by_test_id("clock").inner_text().endswith("· one layer of each step")
+    delta = page.page.get_by_test_id("delta-line").inner_text()
+    assert "one layer of each step: mean step" in delta  # the delta line moves with the units too
     page.wait("document.getElementById('stages-plot').layout.yaxis2.title.text === 'µs / step'")
     layer_bars = page.js("document.getElementById('stages-plot').data.filter(t => t.xaxis === 'x2').flatMap(t => t.y)")
     layers = page.js(f"{STORE}.layers")

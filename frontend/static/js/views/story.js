@@ -76,6 +76,17 @@ function ms(v) {
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toPrecision(3);
 }
 
+// One layer of an engine step (units "one layer"): the mean and p99 step as one decoder layer runs it.
+function layerDelta(a, b) {
+  const parts = [];
+  for (const [key, name] of [["step_layer_mean_us", "mean step"], ["step_layer_p99_us", "p99 step"]]) {
+    const va = Number(a.summary[key]);
+    const vb = Number(b.summary[key]);
+    if (Number.isFinite(va) && Number.isFinite(vb) && va > 0) parts.push(`${name} ${us(va)} → ${us(vb)} (${signed(pct(va, vb))})`);
+  }
+  return parts.join(", ") || "no per-layer step figures";
+}
+
 // "p99 ITL 688 → 206 ms (−70%), mean TTFT ×3.75 (2920 → 10964 ms)": serving figures are whole-model (what a
 // client measures) whatever the units on screen.
 function servingDelta(a, b) {
@@ -96,7 +107,9 @@ export function deltaLine(store) {
   const [a, b] = store.runs;
   if (!a || !b) return "";
   if (a.summary.p99_itl_ms !== undefined && b.summary.p99_itl_ms !== undefined) {
-    return `<span class="b">${esc(b.label)}</span> vs <span class="a">${esc(a.label)}</span>, whole model: ${servingDelta(a, b)}`;
+    const vs = `<span class="b">${esc(b.label)}</span> vs <span class="a">${esc(a.label)}</span>`;
+    if (store.axis.units === "model") return `${vs}, whole model (what a client measures): ${servingDelta(a, b)}`;
+    return `${vs}, one layer of each step: ${layerDelta(a, b)}; whole model: ${servingDelta(a, b)}`;
   }
   const parts = [];
   let biggest = 0;
