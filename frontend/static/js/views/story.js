@@ -49,8 +49,8 @@ export function isServing(sc) {
 // The run's length in the units on screen (the clock's: axis.clockUs), and what those units are.
 function runLength(store) {
   const ax = store.axis;
-  const what = ax.units === "model" ? "whole model" : ax.clock === "model" ? "one layer of each step" : "one layer";
-  return `${us(ax.clockUs(store.extent))} of the ${what}`.replace("of the one layer", "of one layer");
+  const what = ax.units === "model" ? "the whole model" : ax.clock === "model" ? "one layer of each step" : "one layer";
+  return `${us(ax.clockUs(store.extent))} of ${what}`;
 }
 
 export function storyLine(store) {
