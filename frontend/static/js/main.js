@@ -360,6 +360,8 @@ function onMessage(msg) {
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
       renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label));
+      $("story-line").innerHTML = storyLine(store);
+      $("delta-line").innerHTML = deltaLine(store);
       $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
       $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
       document.title = `LayerScope — ${msg.scenario.name}`;
