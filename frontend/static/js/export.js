@@ -96,6 +96,19 @@ function legendKeys(panel, origin, dy) {
   return out;
 }
 
+// The text of an HTML panel's body (leaf elements outside its title, legends and forms), placed as on screen.
+function panelTexts(panel, origin, dy) {
+  const out = [];
+  for (const n of panel.querySelectorAll("*")) {
+    if (n.childElementCount || !n.offsetParent || n.closest("h2, form, .legend, .export, .form-error")) continue;
+    const text = n.textContent.trim();
+    if (!text) continue;
+    const r = n.getBoundingClientRect();
+    out.push({ x: r.left - origin.left, y: r.top - origin.top + dy, h: r.height, text, color: getComputedStyle(n).color, swatch: null });
+  }
+  return out;
+}
+
 // Text wrapped to maxW css px in the export font (the story and delta lines are never cut).
 function wrap(text, maxW, size = 11) {
   const ctx = document.createElement("canvas").getContext("2d");
@@ -144,6 +157,7 @@ async function toPNG(pic) {
       ctx.font = "600 12px ui-monospace, Menlo, monospace";
       ctx.fillText(it.title, it.box.x + 6, it.box.y + 15);
     }
+    if (!it.url) continue;
     const img = await loadImage(it.url);
     ctx.drawImage(img, it.x, it.y, it.w, it.h);
   }
@@ -170,7 +184,7 @@ function toSVG(pic) {
       parts.push(`<rect x="${it.box.x}" y="${it.box.y}" width="${it.box.w}" height="${it.box.h}" fill="${THEME.panel}"/>`);
       parts.push(svgText(it.box.x + 6, it.box.y + 15, it.title, 12, THEME.bright, 600));
     }
-    parts.push(`<image x="${it.x}" y="${it.y}" width="${it.w}" height="${it.h}" href="${it.url}" xlink:href="${it.url}"/>`);
+    if (it.url) parts.push(`<image x="${it.x}" y="${it.y}" width="${it.w}" height="${it.h}" href="${it.url}" xlink:href="${it.url}"/>`);
   }
   for (const k of keys) {
     if (k.swatch) parts.push(`<rect x="${k.x}" y="${k.y + k.h / 2 - 5}" width="10" height="10" fill="${k.swatch}"/>`);
@@ -185,9 +199,13 @@ function toSVG(pic) {
 async function panelItem(panel, origin, dy) {
   const plots = [...panel.querySelectorAll(".js-plotly-plot")].filter((p) => p.offsetParent);
   const pics = plots.length ? await Promise.all(plots.map((p) => panelPNG(panel, p))) : [await panelPNG(panel, null)];
-  if (!pics[0]) return null;
   const r = panel.getBoundingClientRect();
   const box = { x: r.left - origin.left, y: r.top - origin.top + dy, w: r.width, h: r.height };
+  if (!pics[0]) {
+    // an HTML panel (the deployment card): its box, title, text and legends, as on screen
+    const keys = [...legendKeys(panel, origin, dy), ...panelTexts(panel, origin, dy)];
+    return keys.length ? { items: [{ box, title: panel.dataset.title || panel.id, url: null }], keys } : null;
+  }
   const items = pics.map((pic, i) => {
     const e = pic.el.getBoundingClientRect();
     return { ...pic, x: e.left - origin.left, y: e.top - origin.top + dy, box: i ? null : box, title: panel.dataset.title || panel.id };
