@@ -164,12 +164,19 @@ async function toPNG(pic) {
   ctx.font = "11px ui-monospace, Menlo, monospace";
   ctx.textBaseline = "middle";
   for (const k of keys) {
+    ctx.save();
+    if (k.clip) {
+      ctx.beginPath();
+      ctx.rect(k.clip.x, k.clip.y, k.clip.w - 6, k.clip.h); // a long line stays inside its panel, as on screen
+      ctx.clip();
+    }
     if (k.swatch) {
       ctx.fillStyle = k.swatch;
       ctx.fillRect(k.x, k.y + k.h / 2 - 5, 10, 10);
     }
     ctx.fillStyle = k.color;
     ctx.fillText(k.text, k.x + (k.swatch ? 14 : 0), k.y + k.h / 2);
+    ctx.restore();
   }
   return c.toDataURL("image/png");
 }
@@ -203,7 +210,7 @@ async function panelItem(panel, origin, dy) {
   const box = { x: r.left - origin.left, y: r.top - origin.top + dy, w: r.width, h: r.height };
   if (!pics[0]) {
     // an HTML panel (the deployment card): its box, title, text and legends, as on screen
-    const keys = [...legendKeys(panel, origin, dy), ...panelTexts(panel, origin, dy)];
+    const keys = [...legendKeys(panel, origin, dy), ...panelTexts(panel, origin, dy)].map((k) => ({ ...k, clip: box }));
     return keys.length ? { items: [{ box, title: panel.dataset.title || panel.id, url: null }], keys } : null;
   }
   const items = pics.map((pic, i) => {
