@@ -239,6 +239,13 @@ def test_lanes_and_the_bank_map_at_128_requests_hover_anywhere_and_show_the_used
     tip = page.page.get_by_test_id("page-tip").inner_text()
     assert f"request {t['request']}" in tip and f"block {t['block']}" in tip and "state:" in tip
     assert page.js("document.body.dataset.linked") == f"request:A:{t['request']}"  # its lane is outlined
+    # request colours keep off the error reds (evicted, CRC mismatch, the SLA), on both themes
+    hues = page.page.evaluate(
+        "() => import('/static/js/colors.js').then((m) => ['dark', 'light'].flatMap((th) => { m.setTheme(th);"
+        " return [...Array(512).keys()].map((i) => m.requestHue(i)); }))"
+    )
+    assert min(hues) >= 40 and max(hues) < 310
+    page.page.evaluate("() => import('/static/js/colors.js').then((m) => m.setTheme('dark'))")
     assert page.problems == []
 
 
