@@ -179,54 +179,18 @@ class VllmRuntime(RuntimePlan):
         )
 
     def _prefill_attention(self, m: ModelConfig, t: int, ctx: int) -> list[Kernel]:
-        flops = attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True)
-        kv_b = DTYPE_BYTES[m.kv_dtype]
-        byts = flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b)  # Q, O once; K, V once per pass
-        return [
-            Kernel(
-                ATTENTION_KERNELS[self.arch][0],
-                "attention",
-                "attention",
-                flops,
-                byts,
-                shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{ctx + t},{m.num_key_value_heads}]"
-                " causal, varlen",
-                attn=AttentionShape(t, ctx, m.head_dim, causal=True),
-                op=ContextAttentionOp(1, t, ctx, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
-                                      m.kv_dtype),
-            )
-        ]
+        return [prefill_attention_kernel(self.arch, [(t, ctx)], m.num_attention_heads, m.num_key_value_heads,
+                                         m.head_dim, m.kv_dtype)]
 
     def _varlen_prefill_attention(self, m: ModelConfig, seqs: list[tuple[int, int]]) -> Kernel:
-        """Several prompts in one varlen launch, priced as a batch of equal sequences with the same attention FLOPs:
-        n sequences of sqrt(mean q^2) new tokens (the causal square's FLOPs grow with q^2) over the q-weighted mean
-        cached prefix; measured as batched context attention where no prompt has a cached prefix."""
-        kv_b = DTYPE_BYTES[m.kv_dtype]
-        flops = sum(attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True) for t, ctx in seqs)
-        byts = sum(flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b) for t, ctx in seqs)
-        t = sum(n for n, _ in seqs)
-        q_eq = max(1, round(math.sqrt(sum(n * n for n, _ in seqs) / len(seqs))))
-        ctx_eq = round(sum(n * c for n, c in seqs) / t)
-        return Kernel(
-            ATTENTION_KERNELS[self.arch][0],
-            "attention",
-            "attention",
-            flops,
-            byts,
-            shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] over {len(seqs)} sequences, causal, varlen",
-            attn=AttentionShape(q_eq, ctx_eq, m.head_dim, causal=True, batch=len(seqs)),
-            op=ContextAttentionOp(len(seqs), q_eq, ctx_eq, m.num_attention_heads, m.num_key_value_heads,
-                                  m.head_dim, m.kv_dtype),
-        )
+        return prefill_attention_kernel(self.arch, seqs, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
+                                        m.kv_dtype)
 
     def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None) -> list[Kernel]:
         """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx)."""
         total = batch * ctx if total_ctx is None else total_ctx
-        k = paged_decode_kernel(batch, ctx, total, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
-                                DTYPE_BYTES[m.kv_dtype])
-        op = DecodeAttentionOp(batch, max(1, round(total / batch)), m.num_attention_heads, m.num_key_value_heads,
-                               m.head_dim, m.kv_dtype)
-        return [replace(k, name=ATTENTION_KERNELS[self.arch][1], op=op)]
+        return [decode_attention_kernel(self.arch, batch, ctx, total, m.num_attention_heads, m.num_key_value_heads,
+                                        m.head_dim, m.kv_dtype)]
 
     # -- MLP ----------------------------------------------------------------------------------------------------------
     def _mlp(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
@@ -234,81 +198,85 @@ class VllmRuntime(RuntimePlan):
         return [*linear(w, "gate_up_proj", t, 2 * i, h), _act_and_mul("act", t, i), *linear(w, "down_proj", t, h, i)]
 
     def _moe(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
-        """The router (replicated: every GPU scores all experts) and the experts of this GPU. Under expert parallelism
-        (vLLM's expert-map path) every GPU runs the align/sort, activation and sum over all tokens x top-k rows, and
-        its expert GEMMs over the rows routed to its own experts; the MoE's time is the busiest GPU's
-        (hardware/routing.py busiest_rank_share), which is the one priced."""
-        p = self.placement
-        h, mi = m.hidden_size, m.moe_intermediate_size
-        e, k = m.num_experts * p.ep, m.num_experts_per_tok * p.ep  # the whole model's experts and top-k
-        e_local = m.num_experts
-        rows = t * k  # token-expert pairs, all of them
-        local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
-        distinct = min(float(e_local), max(1.0, expected_distinct_experts(t, e, k) / p.ep))
-        groups = max(1, round(distinct))
-        per_expert = max(1, round(local_rows / distinct))
-        w_b = DTYPE_BYTES[w]
-        gate_up = Kernel(
-            "fused_moe_kernel",
+        p = self.placement  # a sharded model's experts and top-k are this GPU's: the whole model's are ep times more
+        return moe_kernels(t, m.hidden_size, m.moe_intermediate_size, m.num_experts * p.ep,
+                           m.num_experts_per_tok * p.ep, w, p)
+
+
+def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement) -> list[Kernel]:
+    """`t` tokens through one MoE layer on one GPU: `mi` its share of the intermediate size, `e` and `k` the
+    whole model's experts and top-k, placed as `p` says. The router (replicated: every GPU scores all experts) and
+    the experts of this GPU. Under expert parallelism (vLLM's expert-map path) every GPU runs the align/sort,
+    activation and sum over all tokens x top-k rows, and its expert GEMMs over the rows routed to its own experts;
+    the MoE's time is the busiest GPU's (hardware/routing.py busiest_rank_share), which is the one priced."""
+    e_local = e // p.ep
+    rows = t * k  # token-expert pairs, all of them
+    local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
+    distinct = min(float(e_local), max(1.0, expected_distinct_experts(t, e, k) / p.ep))
+    groups = max(1, round(distinct))
+    per_expert = max(1, round(local_rows / distinct))
+    w_b = DTYPE_BYTES[w]
+    gate_up = Kernel(
+        "fused_moe_kernel",
+        "experts",
+        "moe",
+        2.0 * local_rows * 2 * mi * h,
+        distinct * 2 * mi * h * w_b + ACT_BYTES * (local_rows * h + local_rows * 2 * mi),
+        shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
+        gemm=(per_expert, 2 * mi, h),
+        dtype=w,
+        groups=groups,
+    )
+    down = Kernel(
+        "fused_moe_kernel",
+        "experts",
+        "moe",
+        2.0 * local_rows * h * mi,
+        distinct * h * mi * w_b + ACT_BYTES * (local_rows * mi + local_rows * h),
+        shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
+        gemm=(per_expert, h, mi),
+        dtype=w,
+        groups=groups,
+    )
+    experts = [
+        Kernel(
+            "moe_align_block_size_kernel",
             "experts",
-            "moe",
-            2.0 * local_rows * 2 * mi * h,
-            distinct * 2 * mi * h * w_b + ACT_BYTES * (local_rows * h + local_rows * 2 * mi),
-            shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
-            gemm=(per_expert, 2 * mi, h),
-            dtype=w,
-            groups=groups,
-        )
-        down = Kernel(
-            "fused_moe_kernel",
+            "overhead",
+            0.0,
+            3 * 4.0 * rows,
+            shapes=f"sort {rows} (token, expert) ids into blocks",
+            ctas=1,
+        ),
+        *_act_quant(w, "experts", t, h),
+        gate_up,
+        _act_and_mul("experts", rows, mi),
+        *_act_quant(w, "experts", rows, mi),
+        down,
+        Kernel(
+            "moe_sum_kernel",
             "experts",
+            "elementwise",
+            rows * h,
+            ACT_BYTES * (rows * h + t * h),
+            shapes=f"[{t},{k},{h}] -> [{t},{h}]",
+            ctas=t,
+        ),
+    ]
+    op = MoeOp(t, h, mi * p.moe_tp, e, k, p.moe_tp, p.ep, "fp8_block" if w == "fp8" else "bf16", p.routing)
+    return [
+        *linear("bf16", "router", t, e, h),
+        Kernel(
+            "topkGatingSoftmax",
+            "router",
             "moe",
-            2.0 * local_rows * h * mi,
-            distinct * h * mi * w_b + ACT_BYTES * (local_rows * mi + local_rows * h),
-            shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
-            gemm=(per_expert, h, mi),
-            dtype=w,
-            groups=groups,
-        )
-        experts = [
-            Kernel(
-                "moe_align_block_size_kernel",
-                "experts",
-                "overhead",
-                0.0,
-                3 * 4.0 * rows,
-                shapes=f"sort {rows} (token, expert) ids into blocks",
-                ctas=1,
-            ),
-            *_act_quant(w, "experts", t, h),
-            gate_up,
-            _act_and_mul("experts", rows, mi),
-            *_act_quant(w, "experts", rows, mi),
-            down,
-            Kernel(
-                "moe_sum_kernel",
-                "experts",
-                "elementwise",
-                rows * h,
-                ACT_BYTES * (rows * h + t * h),
-                shapes=f"[{t},{k},{h}] -> [{t},{h}]",
-                ctas=t,
-            ),
-        ]
-        op = MoeOp(t, h, mi * p.moe_tp, e, k, p.moe_tp, p.ep, "fp8_block" if w == "fp8" else "bf16", p.routing)
-        return [
-            *linear("bf16", "router", t, e, h),
-            Kernel(
-                "topkGatingSoftmax",
-                "router",
-                "moe",
-                5.0 * t * e,
-                ACT_BYTES * t * e + 8.0 * t * k,
-                shapes=f"logits[{t},{e}] -> top{k}",
-                ctas=t,
-            ),
-            *measured_together(op, experts),
-        ]
+            5.0 * t * e,
+            ACT_BYTES * t * e + 8.0 * t * k,
+            shapes=f"logits[{t},{e}] -> top{k}",
+            ctas=t,
+        ),
+        *measured_together(op, experts),
+    ]
 
 
 def measured_together(op: GemmOp | MoeOp, kernels: list[Kernel]) -> list[Kernel]:
@@ -326,6 +294,44 @@ def linear(w: str, stage: str, t: int, n: int, k: int) -> list[Kernel]:
     gemm = gemm_kernel(GEMM_NAMES[_gemm_key(w)], stage, t, n, k, w)
     op = GemmOp(t, n, k, "fp8_block" if w == "fp8" else "bf16")
     return measured_together(op, [*_act_quant(w, stage, t, k), gemm])
+
+
+def prefill_attention_kernel(arch: str, seqs: list[tuple[int, int]], q_heads: int, kv_heads: int, head_dim: int,
+                             kv_dtype: str) -> Kernel:
+    """The varlen flash-attention prefill over `seqs` (new tokens, cached tokens) in one launch. Several prompts are
+    priced as a batch of equal sequences with the same attention FLOPs: n sequences of sqrt(mean q^2) new tokens
+    (the causal square's FLOPs grow with q^2) over the q-weighted mean cached prefix; measured as batched context
+    attention where no sequence has a cached prefix."""
+    q_dim, kv_dim = q_heads * head_dim, kv_heads * head_dim
+    kv_b = DTYPE_BYTES[kv_dtype]
+    flops = sum(attention_flops(t, ctx, q_heads, head_dim, causal=True) for t, ctx in seqs)
+    byts = sum(flash_prefill_bytes(t, ctx, q_dim, kv_dim, ACT_BYTES, kv_b) for t, ctx in seqs)
+    t = sum(n for n, _ in seqs)
+    if len(seqs) == 1:
+        q_eq, ctx_eq = seqs[0]
+        shapes = f"q[{t},{q_heads},{head_dim}] x kv[{ctx_eq + t},{kv_heads}] causal, varlen"
+    else:
+        q_eq = max(1, round(math.sqrt(sum(n * n for n, _ in seqs) / len(seqs))))
+        ctx_eq = round(sum(n * c for n, c in seqs) / t)
+        shapes = f"q[{t},{q_heads},{head_dim}] over {len(seqs)} sequences, causal, varlen"
+    return Kernel(
+        ATTENTION_KERNELS[arch][0],
+        "attention",
+        "attention",
+        flops,
+        byts,
+        shapes=shapes,
+        attn=AttentionShape(q_eq, ctx_eq, head_dim, causal=True),
+        op=ContextAttentionOp(len(seqs), q_eq, ctx_eq, q_heads, kv_heads, head_dim, kv_dtype),
+    )
+
+
+def decode_attention_kernel(arch: str, batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int,
+                            head_dim: int, kv_dtype: str) -> Kernel:
+    """The paged decode vLLM runs on this architecture, measured as generation attention at the mean length."""
+    k = paged_decode_kernel(batch, ctx, total_ctx, q_heads, kv_heads, head_dim, DTYPE_BYTES[kv_dtype])
+    op = DecodeAttentionOp(batch, max(1, round(total_ctx / batch)), q_heads, kv_heads, head_dim, kv_dtype)
+    return replace(k, name=ATTENTION_KERNELS[arch][1], op=op)
 
 
 def paged_decode_kernel(batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int, head_dim: int,
@@ -406,4 +412,5 @@ def _check(n: int, ctx: int) -> None:
         raise ValueError(f"context length must be >= 0, got {ctx}")
 
 
-__all__ = ["MoePlacement", "VllmRuntime", "linear", "paged_decode_kernel", "weight_bytes"]
+__all__ = ["MoePlacement", "VllmRuntime", "decode_attention_kernel", "linear", "moe_kernels", "paged_decode_kernel",
+           "prefill_attention_kernel", "weight_bytes"]
