@@ -208,7 +208,9 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
     whole model's experts and top-k, placed as `p` says. The router (replicated: every GPU scores all experts) and
     the experts of this GPU. Under expert parallelism (vLLM's expert-map path) every GPU runs the align/sort,
     activation and sum over all tokens x top-k rows, and its expert GEMMs over the rows routed to its own experts;
-    the MoE's time is the busiest GPU's (hardware/routing.py busiest_rank_share), which is the one priced."""
+    the MoE's time is the busiest GPU's (hardware/routing.py busiest_rank_share), which is the one priced. Each
+    fused_moe_kernel still writes an output row for every row (fused_moe_kernel: a block whose expert is not on this
+    GPU, expert id -1, writes zeros), so its output traffic is all rows'."""
     e_local = e // p.ep
     rows = t * k  # token-expert pairs, all of them
     local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
@@ -221,7 +223,7 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
         "experts",
         "moe",
         2.0 * local_rows * 2 * mi * h,
-        distinct * 2 * mi * h * w_b + ACT_BYTES * (local_rows * h + local_rows * 2 * mi),
+        distinct * 2 * mi * h * w_b + ACT_BYTES * (local_rows * h + rows * 2 * mi),
         shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
         gemm=(per_expert, 2 * mi, h),
         dtype=w,
@@ -232,7 +234,7 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
         "experts",
         "moe",
         2.0 * local_rows * h * mi,
-        distinct * h * mi * w_b + ACT_BYTES * (local_rows * mi + local_rows * h),
+        distinct * h * mi * w_b + ACT_BYTES * (local_rows * mi + rows * h),
         shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
         gemm=(per_expert, h, mi),
         dtype=w,
