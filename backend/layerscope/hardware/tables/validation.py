@@ -37,8 +37,9 @@ def rows(system: str, op: str) -> list[tuple[tuple, tuple[float, ...], float]]:
         return [(key_of(r), tuple(float(r[c]) for c in x_of), float(r["us"])) for r in csv.DictReader(f)]
 
 
-def held_out(system: str, op: str) -> list[HeldOut]:
-    """One HeldOut per family (first element of the key) of the table."""
+def held_out_rows(system: str, op: str) -> list[tuple[str, tuple, tuple[float, ...], float, float | None]]:
+    """(family, key, point, measured us, predicted us or None where the kept grid does not cover it) per row left
+    out; family is the op and the first element of its key (dtype or impl), e.g. "gemm bf16"."""
     d = SWEPT[op]
     data = rows(system, op)
     axes: dict[tuple, list[float]] = {}
@@ -56,11 +57,14 @@ def held_out(system: str, op: str) -> list[HeldOut]:
             continue  # host-launch-bound eager rows: never priced as measured (tables._gemm)
         (test if ((key, x[:d] + x[d + 1:]), x[d]) in left_out else keep).append(r)
     grid = Grid.build(keep, monotone=d)
+    return [(op if op == "all_to_all" else f"{op} {key[0]}", key, x, us, grid(key, x)) for key, x, us in test]
+
+
+def held_out(system: str, op: str) -> list[HeldOut]:
+    """One HeldOut per family of the table."""
     out: dict[str, tuple[list[float], int]] = {}
-    for key, x, us in test:
-        family = f"{op} {key[0]}" if op not in ("all_to_all",) else op
+    for family, _, _, us, p in held_out_rows(system, op):
         errs, missing = out.setdefault(family, ([], 0))
-        p = grid(key, x)
         if p is None:
             out[family] = (errs, missing + 1)
         else:
