@@ -72,6 +72,16 @@ def held_out(system: str, op: str) -> list[HeldOut]:
     return [HeldOut(system, op, fam, np.asarray(e), miss) for fam, (e, miss) in sorted(out.items())]
 
 
+def fp8_proxy_ratios(system: str) -> np.ndarray:
+    """Block-fp8 / per-tensor fp8 GEMM time at every shape both measured where the block-fp8 row is GPU-bound: how
+    well the per-tensor rows stand in for host-bound block-fp8 ones (tables.FP8_PROXY_SYSTEMS)."""
+    data = rows(system, "gemm")
+    per_tensor = {x: us for key, x, us in data if key == ("fp8",)}
+    floors = _host_floors(data)
+    return np.asarray([us / per_tensor[x] for key, x, us in data if key == ("fp8_block",) and x in per_tensor
+                       and us >= HOST_BOUND * floors[(key, x[1:])]])
+
+
 def _clusters(values: list[float]) -> list[list[float]]:
     """Measured values in groups: a GEMM's M grid measures both sides of each tile boundary (32 and 33, 48 and
     49, ...); the two sides are one point of the sweep, left out or kept together."""
