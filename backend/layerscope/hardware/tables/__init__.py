@@ -50,6 +50,7 @@ from layerscope.runtime.kernels import (
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "aic"
 SYSTEMS = {"a100-80g-sxm": "a100_sxm", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
+PACKAGE_DIR = "aiconfigurator_core/"  # TableRef.file: the parquet file's path inside aiconfigurator-core's package
 HOST_BOUND = 1.5  # an eager row under 1.5x its shape's fastest is host-launch time (the fp8_block rows' ~85 us floor)
 MEASURED_POWER_LAWS = (1.01, 1.2)  # the exponents aiconfigurator-core measured MoE routing at
 # Where the block-fp8 rows are host-bound, the per-tensor fp8 GEMM's rows (CUTLASS scaled_mm, not host-bound) price a
@@ -105,7 +106,7 @@ def _load(system: str, op: str) -> _Table | None:
         min_us[shape] = min(us, min_us.get(shape, math.inf))
         if key not in refs:
             b = _backend_of(op, key, backends)
-            refs[key] = TableRef(system, b, info["versions"][b], info["sources"][backends.index(b)],
+            refs[key] = TableRef(system, b, info["versions"][b], PACKAGE_DIR + info["sources"][backends.index(b)],
                                  r.get("kernel", r.get("impl", "NCCL")))
     return _Table(Grid.build(built, monotone=SWEPT[op]), refs, min_us)
 
