@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
+from layerscope.runtime.routing import DEFAULT_ROUTING, ROUTING_PATTERN, RoutingError, parse_routing
 
 Runtime = Literal["article", "vllm"]
 GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
@@ -109,11 +110,26 @@ class WorkloadSpec(Strict):
     trace: str | None = Field(
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
+    routing: str = Field(
+        DEFAULT_ROUTING, max_length=200, pattern=ROUTING_PATTERN,
+        description="how tokens spread over the experts: uniform, balanced, power_law:ALPHA or file:NAME.json "
+        "(measured counts, a shipped file under scenarios/routing/); runtime/routing.py",
+    )
 
     @field_serializer("request_rate", when_used="json")
     def _rate_json(self, v: float) -> float | str:
         """JSON has no inf: "Infinity", which pydantic reads back (model_dump(mode="json") too, for the server)."""
         return "Infinity" if math.isinf(v) else v
+
+    @field_validator("routing")
+    @classmethod
+    def _routing(cls, v: str) -> str:
+        if not v.startswith("file:"):  # a file is read when the run starts, not on every validation
+            try:
+                parse_routing(v)
+            except RoutingError as e:
+                raise ValueError(str(e)) from None
+        return v
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:

@@ -41,8 +41,9 @@ from layerscope.events import (
     SummaryEvent,
     trusted_event,
 )
-from layerscope.hardware.cost import CostModel, expected_distinct_experts
+from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
 from layerscope.runtime.deployment import (
     deployment_event,
@@ -58,6 +59,7 @@ from layerscope.runtime.kv.manager import KVManager
 from layerscope.runtime.metrics import serving_metrics
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
+from layerscope.runtime.routing import scenario_traffic
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
 from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.sharded import deployed
@@ -98,6 +100,7 @@ class ServingEngine:
         # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
         self.placement = scenario_placement(spec)
         self.plan, self.model = deployed(spec)
+        self.traffic = scenario_traffic(spec, PRESETS[spec.model])  # the routing the MoE runs with
         self.page_size = spec.effective_page_size
         self.events: list[Any] = []
         self.timing = Timing(CostModel(self.gpu), self.events.append)
@@ -275,11 +278,10 @@ class ServingEngine:
                                  tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
                                  nan_count=r.nan_count, inf_count=r.inf_count, step=i))
         if r.expert_counts is not None:
-            m = self.model
+            assert self.traffic is not None  # expert counts come from a MoE model
             self._emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.shadow.name,  # type: ignore[arg-type]
-                                    counts=r.expert_counts, assumed="balanced",
-                                    distinct_full=expected_distinct_experts(out.num_tokens, m.num_experts,
-                                                                            m.num_experts_per_tok)))
+                                    counts=r.expert_counts, assumed=self.traffic.routing.assumed,  # type: ignore[arg-type]
+                                    distinct_full=self.traffic.distinct(out.num_tokens)))
 
     def _migration(self, m: Any, t: float, request_id: int) -> float:
         """A page moved to make room (bank-aware decode): paid once per model step, on the copy stream."""

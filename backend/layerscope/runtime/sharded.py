@@ -26,7 +26,8 @@ from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.deployment import shard
 from layerscope.runtime.kernels import Kernel, Scope
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, get_runtime
-from layerscope.runtime.vllm import GEMM_NAMES
+from layerscope.runtime.routing import scenario_traffic
+from layerscope.runtime.vllm import GEMM_NAMES, VllmRuntime
 
 if TYPE_CHECKING:
     from layerscope.scenario import DeploymentSpec, ScenarioSpec
@@ -72,6 +73,8 @@ def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
     the whole layer without one."""
     full = PRESETS[spec.model]
     base = get_runtime(spec.runtime)
+    if isinstance(base, VllmRuntime):
+        base.experts = scenario_traffic(spec, full)
     if spec.deployment is None:
         return base, full
     return ShardedRuntime(base, spec.deployment, gpu_preset(spec.gpu), full), shard(full, spec.deployment)

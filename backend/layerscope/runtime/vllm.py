@@ -31,6 +31,7 @@ from layerscope.hardware.cost import (
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
+from layerscope.runtime.routing import ExpertLoad, ExpertTraffic
 
 FP8_GROUP = 128  # activation quantization group along K, matching the checkpoint's 128x128 weight blocks
 GEMM_NAMES = {
@@ -46,6 +47,7 @@ class VllmRuntime(RuntimePlan):
 
     def __init__(self) -> None:
         self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
+        self.experts: ExpertTraffic | None = None  # the scenario's routing (runtime/routing.py); None: uniform
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
@@ -195,9 +197,11 @@ class VllmRuntime(RuntimePlan):
 
     def _moe(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
         h, mi, e, k = m.hidden_size, m.moe_intermediate_size, m.num_experts, m.num_experts_per_tok
-        distinct = expected_distinct_experts(t, e, k)
+        uniform = ExpertLoad(t * k, expected_distinct_experts(t, e, k))
+        load = self.experts.load(t) if self.experts is not None else uniform
+        distinct = load.distinct  # on the busiest GPU under expert parallelism: it sets the layer's MoE time
         groups = max(1, round(distinct))
-        rows = t * k  # token-expert pairs
+        rows = round(load.rows)  # token-expert pairs
         per_expert = max(1, round(rows / distinct))
         w_b = DTYPE_BYTES[w]
         gate_up = Kernel(
