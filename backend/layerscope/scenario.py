@@ -194,6 +194,10 @@ class DeploymentSpec(Strict):
     max_model_len: int | None = Field(
         None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
     )
+    engine: Literal["vllm", "sglang"] = Field(
+        "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
+        "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
+    )
 
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> DeploymentSpec:

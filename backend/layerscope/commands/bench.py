@@ -7,7 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layerscope.bench import COMPARED, compare, comparison_block, load_measured, parse_metrics, result_block
+from layerscope.bench import (
+    COMPARED,
+    FRONTEND_KEYS,
+    compare,
+    comparison_block,
+    load_measured,
+    parse_metrics,
+    result_block,
+)
 from layerscope.hardware.gpus import GPUS
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
 
@@ -16,7 +24,7 @@ HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its 
 RESULT_KEYS = (
     "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
     "output_throughput", "total_token_throughput", *(k for k in COMPARED if k.endswith("_ms")),
-    "num_preemptions", "prefix_cache_hit_rate",
+    "num_preemptions", "prefix_cache_hit_rate", *FRONTEND_KEYS,
 )
 
 
@@ -28,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=int, default=None, help="expert parallel size; MoE tensor parallel is tp / ep")
     p.add_argument("--weight-dtype", choices=("bf16", "fp8"), default=None)
     p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--engine", choices=("vllm", "sglang"), default=None,
+                   help="the engine imitated: its tokenizer, HTTP and SSE latency in TTFT (default vllm)")
     p.add_argument("--random-input-len", type=int, default=None, help="prompt tokens (vLLM default 1024)")
     p.add_argument("--random-output-len", type=int, default=None, help="output tokens (vLLM default 128)")
     p.add_argument("--random-range-ratio", type=float, default=None, help="lengths uniform in [L(1-r), L(1+r)]")
@@ -52,7 +62,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
         if getattr(args, flag) is not None:
             over[field] = getattr(args, flag)
     dep = base.deployment.model_dump() if base.deployment is not None else {"tp": 8}
-    for flag in ("tp", "ep", "weight_dtype", "kv_dtype"):
+    for flag in ("tp", "ep", "weight_dtype", "kv_dtype", "engine"):
         if getattr(args, flag) is not None:
             dep[flag] = getattr(args, flag)
     over["deployment"] = dep
@@ -87,6 +97,7 @@ def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
         "gpu": spec.gpu,
         "tensor_parallel_size": spec.deployment.tp,
         "expert_parallel_size": spec.deployment.ep,
+        "engine": spec.deployment.engine,
     }
     out.update({k: summary[k] for k in RESULT_KEYS if k in summary})
     return out

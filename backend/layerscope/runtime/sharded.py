@@ -94,15 +94,16 @@ class ShardedRuntime(RuntimePlan):
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.prefill_chunk(model, tokens, context_before, self.dep.weight_dtype)
-        return self._finish(model, ks, tokens)
+        return self._finish(model, ks, tokens, prefill=True)
 
     def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.decode_step(model, context_len, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, batch)
+        return self._finish(model, ks, batch, prefill=False)
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, sum(n for n, _ in batch))
+        prefill = any(n > 1 or ctx == 0 for n, ctx in batch)
+        return self._finish(model, ks, sum(n for n, _ in batch), prefill)
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
@@ -120,8 +121,12 @@ class ShardedRuntime(RuntimePlan):
     def stage_info(self, stage: str) -> tuple[str, str]:
         return self.base.stage_info(stage)
 
-    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
-        return self.launch_floors(self.with_collectives(model, kernels, tokens), tokens)
+    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int, prefill: bool) -> list[Kernel]:
+        ks = self.with_collectives(model, kernels, tokens)
+        # SGLang captures CUDA graphs for decode batches only (CudaGraphRunner; server_args
+        # enable_piecewise_cuda_graph is off by default): its prefill ("extend") batches launch eagerly
+        eager = prefill and self.dep.engine == "sglang"
+        return self.launch_floors(ks, tokens, eager)
 
     def with_collectives(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
         """An all-reduce of the [tokens, hidden] bf16 activations after the attention output projection and after
@@ -140,10 +145,10 @@ class ShardedRuntime(RuntimePlan):
                 out.append(collective_kernel("all_reduce", after[k.stage], cost, nbytes, n))
         return out
 
-    def launch_floors(self, kernels: list[Kernel], tokens: int) -> list[Kernel]:
-        """Eager launches (no CUDA graphs, or more tokens than the largest captured graph) last at least the
-        host's time to issue them."""
-        if self._graphs(tokens):
+    def launch_floors(self, kernels: list[Kernel], tokens: int, eager: bool = False) -> list[Kernel]:
+        """Eager launches (no CUDA graphs, more tokens than the largest captured graph, or `eager`) last at least
+        the host's time to issue them."""
+        if self._graphs(tokens) and not eager:
             return kernels
         out = []
         for k in kernels:
