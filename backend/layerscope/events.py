@@ -56,6 +56,10 @@ class KernelEvent(_Event):
     # "model": a whole-model cost paid once per step (embedding lookup, the article's switch-over), drawn apart
     # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
     scope: Literal["layer", "model"] = "layer"
+    # where dur_us comes from: "measured" (a measured kernel table, named in `table` as "system · backend version ·
+    # file · kernel", runtime/kernels.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
+    source: Literal["measured", "analytic"] = "analytic"
+    table: str = ""
 
 
 class ChunkEvent(_Event):

@@ -39,3 +39,12 @@ def test_trace_is_valid_chrome_json_with_tracks_counters_and_instants() -> None:
 def test_trace_dict_matches_the_json() -> None:
     r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512, decode_steps=4))
     assert json.loads(to_json(r))["traceEvents"] == json.loads(json.dumps(to_perfetto(r)))["traceEvents"]
+
+
+def test_trace_args_say_where_each_kernel_price_comes_from() -> None:
+    r = simulate(ScenarioSpec(model="qwen3-235b-a22b", runtime="vllm", gpu="h200", prompt_len=1024, decode_steps=2))
+    slices = [e for e in to_perfetto(r)["traceEvents"] if e["ph"] == "X"]
+    assert {e["args"]["source"] for e in slices} == {"measured", "analytic"}
+    measured = [e for e in slices if e["args"]["source"] == "measured"]
+    assert all("h200_sxm" in e["args"]["table"] for e in measured)
+    assert all("table" not in e["args"] for e in slices if e["args"]["source"] == "analytic")

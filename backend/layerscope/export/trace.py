@@ -80,6 +80,9 @@ def _slice(e: Any, tid: int) -> dict[str, Any]:
         args["step"] = e.step
     if e.shapes:
         args["shapes"] = e.shapes
+    args["source"] = e.source  # measured (a measured kernel table) or analytic (the roofline model)
+    if e.table:
+        args["table"] = e.table
     return {"ph": "X", "name": e.name, "cat": e.stage_kind, "ts": e.start_us, "dur": e.dur_us,
             "pid": PID, "tid": tid, "args": args}
 

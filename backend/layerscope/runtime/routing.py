@@ -63,6 +63,16 @@ class Routing:
     counts: np.ndarray | None = None  # file: [layers, experts] token-expert picks
 
     @property
+    def table_label(self) -> str:
+        """The routing as the measured MoE tables name it (hardware/routing.py): a count file is its per-expert
+        counts summed over the layers."""
+        if self.kind == "power_law":
+            return f"power_law:{self.alpha:g}"
+        if self.counts is not None:
+            return "counts:" + ",".join(f"{c:.6g}" for c in self.counts.sum(axis=0))
+        return self.kind
+
+    @property
     def assumed(self) -> str:
         """The ExpertsEvent label: balanced for the even spreads, skewed for the rest."""
         return "balanced" if self.kind in ("uniform", "balanced") else "skewed"
