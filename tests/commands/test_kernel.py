@@ -59,11 +59,15 @@ def test_many_kernels_from_jsonl_in_order(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_a_shape_no_table_covers_is_analytic_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["kernel", "--op", "gemm", "--gpu", "h200", "--m", "64", "--n", "4096", "--k", "4096",
+    assert main(["kernel", "--op", "gemm", "--gpu", "b200", "--m", "64", "--n", "4096", "--k", "4096",
                  "--dtype", "fp8_block"]) == 0  # the eager table's host-launch-bound rows do not cover it
     (out,) = _lines(capsys)
     assert out["source"] == "analytic" and out["table"] is None and out["us"] > 0
     assert set(out["parts"]) == {"per_token_group_quant_fp8", "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm"}
+    assert main(["kernel", "--op", "gemm", "--gpu", "h200", "--m", "64", "--n", "4096", "--k", "4096",
+                 "--dtype", "fp8_block"]) == 0  # on Hopper the per-tensor fp8 rows stand in
+    (out,) = _lines(capsys)
+    assert out["source"] == "measured" and out["table"]["kernel"] == "CutlassFP8ScaledMMLinearKernel"
     assert main(["kernel", "--op", "context_attention", "--gpu", "h200", "--batch", "1", "--seq-len", "512",
                  "--prefix-len", "4096", "--q-heads", "64", "--kv-heads", "4", "--head-dim", "128"]) == 0
     (out,) = _lines(capsys)

@@ -44,7 +44,8 @@ def test_kernel_events_say_where_their_price_comes_from() -> None:
     timing.launch(VllmRuntime().prefill_chunk(PRESETS["qwen3-235b-a22b"], 1024, 0), 0.0, "prefill")
     by_stage = {e.stage: e for e in events}
     assert by_stage["qkv_proj"].source == "measured"
-    assert by_stage["qkv_proj"].table.startswith("h200_sxm · vllm 0.24.0 · systems/data/h200_sxm/gemm/")
+    assert by_stage["qkv_proj"].table.startswith(
+        "h200_sxm · vllm 0.24.0 · aiconfigurator_core/systems/data/h200_sxm/gemm/")
     assert by_stage["input_norm"].source == "analytic" and by_stage["input_norm"].table == ""
     events.clear()
     Timing(CostModel(gpu("h200"), measured=False), events.append).launch(

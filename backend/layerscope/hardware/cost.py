@@ -48,6 +48,7 @@ GEMV_M_TILE = 16  # and to GEMV-like kernels (16-row MMA fragments) for a handfu
 MAX_SPLIT_K = 8  # K slices a library may use to fill idle SMs (split-K / stream-K)
 K_STEP = 64  # the K depth of one mainloop step: no slice is shallower
 DEFAULT_ENV = CostEnv()  # frozen, so one shared default is safe
+ANALYTIC_MEMO = 65536  # analytic prices kept per CostModel for measured ops' shares (a serving run needs ~1000s)
 
 
 @dataclass(frozen=True)
@@ -294,6 +295,8 @@ class CostModel:
     def _analytic_plain(self, k: Kernel) -> KernelCost:
         c = self._analytic.get(k)
         if c is None:
+            if len(self._analytic) >= ANALYTIC_MEMO:  # bounded: a long run's distinct shapes start it afresh
+                self._analytic.clear()
             c = self._analytic[k] = self.analytic_cost(k, DEFAULT_ENV)
         return c
 

@@ -169,7 +169,7 @@ class TableRef:
     system: str  # h100_sxm, h200_sxm, b200_sxm, a100_sxm
     backend: str  # vllm | nccl | vllm+nccl
     version: str
-    file: str
+    file: str  # aiconfigurator_core/systems/data/<system>/<op>/<backend>/<version>/<table>.parquet
     kernel: str = ""  # the kernel source the rows were measured with (torch.nn.functional.linear, vllm_flash_attn_fa3)
 
     def label(self) -> str:

@@ -22,6 +22,7 @@ a decode token reads 8 of 128 experts, a 4096-token chunk reads them all.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 
@@ -336,6 +337,7 @@ def prefill_attention_kernel(arch: str, seqs: list[tuple[int, int]], q_heads: in
     )
 
 
+@functools.lru_cache(maxsize=4096)  # pure; a serving run asks again for the same batch x context many steps
 def decode_attention_kernel(arch: str, batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int,
                             head_dim: int, kv_dtype: str) -> Kernel:
     """The paged decode vLLM runs on this architecture, measured as generation attention at the mean length."""

@@ -56,3 +56,14 @@ def test_monotone_removes_a_spike_below_a_faster_larger_point() -> None:
     assert smooth(("k",), (2.0,)) == pytest.approx(12.0)
     assert smooth(("k",), (8.0,)) == pytest.approx(20.0)
     assert math.isclose(smooth(("k",), (1.0,)), 10.0)
+
+
+def test_a_glitch_off_both_neighbours_takes_their_median_before_the_running_minimum() -> None:
+    """A row far faster than both neighbours (B200's fp8 GEMM at M = 8192, K = 256: 13 us between 32 and 113) would
+    otherwise pull every smaller point down to it."""
+    xs, ts = (1.0, 2.0, 4.0, 8.0, 16.0), (10.0, 20.0, 2.0, 40.0, 80.0)
+    g = Grid.build([(("k",), (x,), t) for x, t in zip(xs, ts, strict=True)], monotone=0)
+    assert g(("k",), (4.0,)) == pytest.approx(20.0)
+    assert g(("k",), (2.0,)) == pytest.approx(20.0) and g(("k",), (1.0,)) == pytest.approx(10.0)
+    steps = [(("k",), (x,), t) for x, t in zip(xs, (10.0, 12.0, 13.0, 30.0, 31.0), strict=True)]  # a real step
+    assert Grid.build(steps, monotone=0)(("k",), (8.0,)) == pytest.approx(30.0)

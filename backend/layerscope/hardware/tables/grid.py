@@ -8,12 +8,13 @@ the nearest measured values below and above (an exact hit uses the point itself)
 linearly in log(x) between them, one dimension after another (the 2^n corners of the cell). Kernel times are close
 to power laws in their sizes piecewise (a GEMM's time ~ M once bandwidth-bound gives way to compute; an all-reduce's
 time ~ bytes past its latency floor), which log-log interpolation follows exactly and linear interpolation does not.
-Measured sweeps carry noise spikes (a row several times slower than both neighbours); a kernel given more work is
-not faster, so with `monotone=d` each line along dimension d is made non-decreasing first (a running minimum from the
-largest value down, as hardware/collectives.py does for its NCCL curves). No extrapolation: a query outside an
-axis's measured range, or a cell with a corner never measured, returns None and the caller prices the kernel
-analytically. The error of the method on measured rows left out of the grid:
-bench/bench_kernels.py (bench/README.md "Per-op validation against aiconfigurator-core").
+Measured sweeps carry glitches (a row several times slower, or faster, than both its neighbours) and a kernel given
+more work is not faster, so with `monotone=d` each line along dimension d is cleaned first: a point more than
+GLITCH x above or below both neighbours (and further than they are apart) takes the median of the three; then the
+line is made non-decreasing (a running minimum from the largest value down, as hardware/collectives.py does for its
+NCCL curves). No extrapolation: a query outside an axis's measured range, or a cell with a corner never measured,
+returns None and the caller prices the kernel analytically. The error of the method on measured rows left out of the
+grid: bench/bench_kernels.py (bench/README.md "Per-op validation against aiconfigurator-core").
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 Key = tuple
+GLITCH = 1.5  # a point 1.5x off both its neighbours, in the same direction, is a measurement glitch
 Point = tuple[float, ...]
 
 
@@ -55,6 +57,7 @@ class Grid:
                 ts = sorted(ts)
                 log_us[tuple(index[d][p[d]] for d in range(dims))] = math.log(ts[len(ts) // 2])
             if monotone is not None:
+                _despike(log_us, monotone)
                 _running_min(log_us, monotone)
             cells[key] = _Cells(axes, tuple(tuple(math.log(v) for v in a) for a in axes), log_us)
         return cls(cells)
@@ -89,6 +92,22 @@ class Grid:
             w = math.prod(wt for _, wt in corner)
             total += w * y
         return math.exp(total)
+
+
+def _despike(log_us: dict[tuple[int, ...], float], d: int) -> None:
+    """Along dimension d, a point GLITCH x above or below both measured neighbours, and further outside them than they
+    are apart, takes the median of the three."""
+    limit = math.log(GLITCH)
+    fixed = {}
+    for idx, y in log_us.items():
+        lo = log_us.get((*idx[:d], idx[d] - 1, *idx[d + 1:]))
+        hi = log_us.get((*idx[:d], idx[d] + 1, *idx[d + 1:]))
+        if lo is None or hi is None:
+            continue
+        off = max(y - max(lo, hi), min(lo, hi) - y)  # how far outside its neighbours' range
+        if off > max(limit, abs(hi - lo)):  # and further than the neighbours are from each other
+            fixed[idx] = sorted((lo, y, hi))[1]
+    log_us.update(fixed)
 
 
 def _running_min(log_us: dict[tuple[int, ...], float], d: int) -> None:

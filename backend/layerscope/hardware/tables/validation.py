@@ -37,8 +37,9 @@ def rows(system: str, op: str) -> list[tuple[tuple, tuple[float, ...], float]]:
         return [(key_of(r), tuple(float(r[c]) for c in x_of), float(r["us"])) for r in csv.DictReader(f)]
 
 
-def held_out(system: str, op: str) -> list[HeldOut]:
-    """One HeldOut per family (first element of the key) of the table."""
+def held_out_rows(system: str, op: str) -> list[tuple[str, tuple, tuple[float, ...], float, float | None]]:
+    """(family, key, point, measured us, predicted us or None where the kept grid does not cover it) per row left
+    out; family is the op and the first element of its key (dtype or impl), e.g. "gemm bf16"."""
     d = SWEPT[op]
     data = rows(system, op)
     axes: dict[tuple, list[float]] = {}
@@ -56,16 +57,29 @@ def held_out(system: str, op: str) -> list[HeldOut]:
             continue  # host-launch-bound eager rows: never priced as measured (tables._gemm)
         (test if ((key, x[:d] + x[d + 1:]), x[d]) in left_out else keep).append(r)
     grid = Grid.build(keep, monotone=d)
+    return [(op if op == "all_to_all" else f"{op} {key[0]}", key, x, us, grid(key, x)) for key, x, us in test]
+
+
+def held_out(system: str, op: str) -> list[HeldOut]:
+    """One HeldOut per family of the table."""
     out: dict[str, tuple[list[float], int]] = {}
-    for key, x, us in test:
-        family = f"{op} {key[0]}" if op not in ("all_to_all",) else op
+    for family, _, _, us, p in held_out_rows(system, op):
         errs, missing = out.setdefault(family, ([], 0))
-        p = grid(key, x)
         if p is None:
             out[family] = (errs, missing + 1)
         else:
             errs.append(abs(p / us - 1.0))
     return [HeldOut(system, op, fam, np.asarray(e), miss) for fam, (e, miss) in sorted(out.items())]
+
+
+def fp8_proxy_ratios(system: str) -> np.ndarray:
+    """Block-fp8 / per-tensor fp8 GEMM time at every shape both measured where the block-fp8 row is GPU-bound: how
+    well the per-tensor rows stand in for host-bound block-fp8 ones (tables.FP8_PROXY_SYSTEMS)."""
+    data = rows(system, "gemm")
+    per_tensor = {x: us for key, x, us in data if key == ("fp8",)}
+    floors = _host_floors(data)
+    return np.asarray([us / per_tensor[x] for key, x, us in data if key == ("fp8_block",) and x in per_tensor
+                       and us >= HOST_BOUND * floors[(key, x[1:])]])
 
 
 def _clusters(values: list[float]) -> list[list[float]]:
