@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
-from layerscope.runtime.routing import DEFAULT_ROUTING, ROUTING_PATTERN, RoutingError, parse_routing
+from layerscope.runtime.routing import DEFAULT_ROUTING, RoutingError, check_routing
 
 Runtime = Literal["article", "vllm"]
 GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
@@ -111,7 +111,7 @@ class WorkloadSpec(Strict):
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
     routing: str = Field(
-        DEFAULT_ROUTING, max_length=200, pattern=ROUTING_PATTERN,
+        DEFAULT_ROUTING, max_length=200,
         description="how tokens spread over the experts: uniform, balanced, power_law:ALPHA or file:NAME.json "
         "(measured counts, a shipped file under scenarios/routing/); runtime/routing.py",
     )
@@ -124,12 +124,10 @@ class WorkloadSpec(Strict):
     @field_validator("routing")
     @classmethod
     def _routing(cls, v: str) -> str:
-        if not v.startswith("file:"):  # a file is read when the run starts, not on every validation
-            try:
-                parse_routing(v)
-            except RoutingError as e:
-                raise ValueError(str(e)) from None
-        return v
+        try:
+            return check_routing(v)  # a count file is read when the run starts, not on every validation
+        except RoutingError as e:
+            raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:

@@ -106,14 +106,20 @@ def test_counts_file_refusals(tmp_path):
         parse_routing("file:../../etc/passwd.json")
     with pytest.raises(RoutingError, match="ALPHA"):
         parse_routing("power_law:1")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(RoutingError, match="nested too deeply"):
+        load_counts("deep.json", tmp_path)
     (tmp_path / "small.json").write_text(json.dumps({"logical_count": [[1, 2, 3]]}))
     with pytest.raises(RoutingError, match="3 experts; the model has 128"):
         ExpertTraffic(parse_routing("file:small.json", tmp_path), E, K, L)
 
 
 def test_scenario_field_validates_and_drives_the_engine():
-    with pytest.raises(ValueError, match="routing"):
+    with pytest.raises(ValueError, match="choose uniform, balanced, power_law:ALPHA or file:NAME.json"):
         ScenarioSpec(workload={"routing": "zipf"})
+    with pytest.raises(ValueError, match="ALPHA must be in"):
+        ScenarioSpec(workload={"routing": "power_law:9"})
+    assert ScenarioSpec(workload={"routing": "file:measured.json"}).workload.routing == "file:measured.json"
     base = {"num_requests": 8, "input_len": 256, "output_len": 16, "max_concurrency": 8}
     runs = {r: simulate(ScenarioSpec(name="r", gpu="h200", deployment={"tp": 8, "ep": 8},
                                      workload=base | {"routing": r})).summary for r in ("uniform", "balanced")}

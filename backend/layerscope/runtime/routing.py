@@ -78,18 +78,25 @@ class Routing:
         return "balanced" if self.kind in ("uniform", "balanced") else "skewed"
 
 
-def parse_routing(text: str, directory: Path | None = None) -> Routing:
-    """A routing spec string (ROUTING_PATTERN); a file is read from `directory` (default scenarios/routing/)."""
+def check_routing(text: str) -> str:
+    """`text` if it is a routing spec (ROUTING_PATTERN, ALPHA in range); RoutingError naming the problem. Reads no
+    file: a count file is read when a run starts."""
     if not re.match(ROUTING_PATTERN, text):
-        raise RoutingError(f"routing {text!r}: choose uniform, balanced, power_law:ALPHA or file:NAME.json")
-    if text in ("uniform", "balanced"):
-        return Routing(text)
+        raise RoutingError(f"routing {text[:80]!r}: choose uniform, balanced, power_law:ALPHA or file:NAME.json "
+                           f"(a file name under scenarios/{ROUTING_DIR}/)")
     kind, _, arg = text.partition(":")
+    if kind == "power_law" and (not 0.0 < float(arg) <= MAX_ALPHA or float(arg) == 1.0):
+        raise RoutingError(f"routing {text!r}: ALPHA must be in (0, {MAX_ALPHA:g}] and not 1 (use 1.01)")
+    return text
+
+
+def parse_routing(text: str, directory: Path | None = None) -> Routing:
+    """A routing spec string (check_routing); a file is read from `directory` (default scenarios/routing/)."""
+    kind, _, arg = check_routing(text).partition(":")
+    if kind in ("uniform", "balanced"):
+        return Routing(kind)
     if kind == "power_law":
-        alpha = float(arg)
-        if not 0.0 < alpha <= MAX_ALPHA or alpha == 1.0:
-            raise RoutingError(f"routing {text!r}: ALPHA must be in (0, {MAX_ALPHA:g}] and not 1 (use 1.01)")
-        return Routing("power_law", alpha=alpha)
+        return Routing("power_law", alpha=float(arg))
     return Routing("file", counts=load_counts(arg, directory or scenarios_dir() / ROUTING_DIR))
 
 
@@ -108,6 +115,8 @@ def load_counts(name: str, directory: Path) -> np.ndarray:
         raise RoutingError(f"routing file {name!r}: cannot read it: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise RoutingError(f"routing file {name!r}: not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise RoutingError(f"routing file {name!r}: nested too deeply to be counts") from None
     if isinstance(data, dict):
         keys = [k for k in ("logical_count", "global_expert_load_window", "expert_load_window") if k in data]
         if not keys:
@@ -233,4 +242,4 @@ def scenario_traffic(spec: ScenarioSpec, model: ModelConfig) -> ExpertTraffic | 
 
 
 __all__ = ["DEFAULT_ROUTING", "ROUTING_PATTERN", "ExpertLoad", "ExpertTraffic", "Routing", "RoutingError",
-           "expected_max", "load_counts", "parse_routing", "scenario_traffic"]
+           "check_routing", "expected_max", "load_counts", "parse_routing", "scenario_traffic"]
