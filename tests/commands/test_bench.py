@@ -77,3 +77,16 @@ def test_bench_sglang_ttft_carries_its_front_end(capsys: pytest.CaptureFixture[s
     assert 24.0 < vllm["median_ttft_ms"] < sglang["median_ttft_ms"] < 65.0
     assert main([*args, "--engine", "sglang"]) == 0
     assert "Mean outside the engine (ms):" in capsys.readouterr().out
+
+
+def test_bench_routing_flag_sets_the_workloads_routing(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--gpu", "h200", "--tp", "8", "--ep", "8", "--random-input-len", "64", "--random-output-len", "8",
+            "--num-prompts", "8", "--json"]
+    tpot = {}
+    for routing in ("balanced", "uniform"):
+        assert main([*args, "--routing", routing]) == 0
+        tpot[routing] = json.loads(capsys.readouterr().out)["median_tpot_ms"]
+    # 8 decodes, 64 picks over 8 GPUs: balanced gives each GPU 8 rows and experts, uniform's busiest GPU more
+    assert tpot["balanced"] < tpot["uniform"]
+    assert main([*args, "--routing", "zipf"]) == 2
+    assert "choose uniform, balanced, power_law:ALPHA" in capsys.readouterr().err

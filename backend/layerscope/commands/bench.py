@@ -48,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-seqs", type=int, default=None, help="running requests at most")
     p.add_argument("--seed", type=int, default=None, help="lengths and arrivals (vLLM default 0)")
     p.add_argument("--workload-trace", default=None, metavar="FILE", help="CSV/JSONL trace of request sizes")
+    p.add_argument("--routing", default=None, metavar="ROUTING",
+                   help="expert routing: uniform, balanced, power_law:ALPHA or file:NAME.json (default power_law:0.7)")
     p.add_argument("--percentile-metrics", default="ttft,tpot,itl", help="sections printed (ttft,tpot,itl,e2el)")
     p.add_argument("--compare-to", default=None, metavar="FILE",
                    help="a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL: measured vs simulated")
@@ -71,7 +73,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
     for flag, field in (("random_input_len", "input_len"), ("random_output_len", "output_len"),
                         ("random_range_ratio", "range_ratio"), ("num_prompts", "num_requests"),
                         ("max_concurrency", "max_concurrency"), ("request_rate", "request_rate"),
-                        ("seed", "seed"), ("workload_trace", "trace")):
+                        ("seed", "seed"), ("workload_trace", "trace"), ("routing", "routing")):
         if getattr(args, flag) is not None:
             work[field] = getattr(args, flag)
     over["workload"] = work
