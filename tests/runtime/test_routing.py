@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.runtime import routing
 from layerscope.runtime.engine import simulate
 from layerscope.runtime.routing import (
     DEFAULT_ROUTING,
@@ -125,3 +126,10 @@ def test_scenario_field_validates_and_drives_the_engine():
                                      workload=base | {"routing": r})).summary for r in ("uniform", "balanced")}
     # a decode step of 8 sequences: 64 picks, 8 a rank when balanced; uniform's busiest rank reads ~11 experts
     assert runs["balanced"]["median_tpot_ms"] < runs["uniform"]["median_tpot_ms"]
+
+
+def test_busiest_rank_from_16_layer_samples_is_near_all_94(monkeypatch: pytest.MonkeyPatch) -> None:
+    sampled = [traffic("power_law:0.7", 8).load(n).rows for n in (8, 512, 4096)]
+    monkeypatch.setattr(routing, "EP_LAYER_SAMPLES", L)
+    every = [traffic("power_law:0.7", 8).load(n).rows for n in (8, 512, 4096)]
+    assert sampled == pytest.approx(every, rel=0.05)
