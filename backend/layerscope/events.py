@@ -172,6 +172,9 @@ class RequestEvent(_Event):
     output_len: int
     num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)
     num_output_tokens: int  # generated so far
+    # arrive: what lies between the client and the engine (tokenizer, HTTP, SSE; runtime/frontend_latency.py), which
+    # the client adds to this request's every token time (TTFT and E2EL include it); 0 on the other events
+    frontend_us: float = 0.0
 
 
 class StepEvent(_Event):

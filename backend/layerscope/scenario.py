@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
+from layerscope.runtime.routing import DEFAULT_ROUTING, RoutingError, check_routing
 
 Runtime = Literal["article", "vllm"]
 GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
@@ -109,11 +110,24 @@ class WorkloadSpec(Strict):
     trace: str | None = Field(
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
+    routing: str = Field(
+        DEFAULT_ROUTING, max_length=200,
+        description="how tokens spread over the experts: uniform, balanced, power_law:ALPHA or file:NAME.json "
+        "(measured counts, a shipped file under scenarios/routing/); runtime/routing.py",
+    )
 
     @field_serializer("request_rate", when_used="json")
     def _rate_json(self, v: float) -> float | str:
         """JSON has no inf: "Infinity", which pydantic reads back (model_dump(mode="json") too, for the server)."""
         return "Infinity" if math.isinf(v) else v
+
+    @field_validator("routing")
+    @classmethod
+    def _routing(cls, v: str) -> str:
+        try:
+            return check_routing(v)  # a count file is read when the run starts, not on every validation
+        except RoutingError as e:
+            raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:
@@ -177,6 +191,10 @@ class DeploymentSpec(Strict):
     )
     max_model_len: int | None = Field(
         None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
+    )
+    engine: Literal["vllm", "sglang"] = Field(
+        "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
+        "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
     )
 
     @model_validator(mode="after")

@@ -8,7 +8,8 @@
 Token times are replayed from the step events: a request samples a token at the end of every step that
 brings its computed tokens up to its known tokens (prompt + output so far); its `scheduled` event (prefix-cache
 hits) and `preempted` event (0: recompute) set its computed tokens. Times are whole-model (step start +
-model_dur_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
+model_dur_us), plus what lies between the client and the engine (tokenizer, HTTP, SSE: the arrive event's
+frontend_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class _Req:
     arrive_us: float
     input_len: int
     output_len: int
+    frontend_us: float = 0.0  # the client sees every token this much later than the engine samples it
     token_us: list[float] = field(default_factory=list)
     finished_us: float | None = None
 
@@ -50,7 +52,7 @@ def serving_metrics(events: Iterable[Any]) -> dict[str, float | int]:
         elif kind == "request":
             rid = e.request_id
             if e.what == "arrive":
-                r = reqs[rid] = _Req(e.t_us, e.input_len, e.output_len)
+                r = reqs[rid] = _Req(e.t_us, e.input_len, e.output_len, getattr(e, "frontend_us", 0.0))
                 state[rid] = [0, e.input_len, r.token_us]
             elif e.what in ("scheduled", "preempted"):  # prefix-cache hits on admission; 0 after a preemption
                 state[rid][0] = e.num_computed_tokens
@@ -58,6 +60,10 @@ def serving_metrics(events: Iterable[Any]) -> dict[str, float | int]:
             elif e.what == "finished":
                 reqs[rid].finished_us = e.t_us
     done = [r for r in reqs.values() if r.finished_us is not None]
+    for r in done:
+        if r.frontend_us:  # the client sees every token (and the end) that much later than the engine
+            r.token_us = [t + r.frontend_us for t in r.token_us]
+            r.finished_us = r.finished_us + r.frontend_us  # type: ignore[operator]
     ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
     e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
     tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True) if len(r.token_us) > 1]

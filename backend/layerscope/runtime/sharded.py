@@ -31,6 +31,7 @@ from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.deployment import shard
 from layerscope.runtime.kernels import AllReduceOp, Kernel, Op, Scope
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, get_runtime
+from layerscope.runtime.routing import DEFAULT_ROUTING, parse_routing, scenario_traffic
 from layerscope.runtime.vllm import MoePlacement, VllmRuntime, linear
 
 if TYPE_CHECKING:
@@ -54,7 +55,6 @@ HOST_SYNC_BASE_US = 500.0
 HOST_SYNC_PER_SEQ_US = 20.0
 HOST_ASYNC_EXPOSED_US = 250.0
 CUSTOM_AR_GPUS = (2, 4, 6, 8)  # world sizes vLLM's custom all-reduce supports (CustomAllreduce._SUPPORTED_WORLD_SIZES)
-DEFAULT_ROUTING = "uniform"  # what the timing assumed before routing became an input (hardware/routing.py)
 
 
 def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float, n: int,
@@ -84,9 +84,10 @@ def all_reduce_op(n: int, nbytes: float, graphs: bool) -> AllReduceOp:
 
 
 def routing_of(spec: ScenarioSpec) -> str:
-    """The scenario's expert routing (workload.routing, where the scenario has one), else DEFAULT_ROUTING."""
+    """The scenario's expert routing (workload.routing, where the scenario has one; else runtime/routing.py's
+    default) as the measured MoE tables name it (hardware/routing.py): a count file becomes its counts."""
     routing = getattr(getattr(spec, "workload", None), "routing", None)
-    return routing if isinstance(routing, str) and routing else DEFAULT_ROUTING
+    return parse_routing(routing if isinstance(routing, str) and routing else DEFAULT_ROUTING).table_label
 
 
 def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
@@ -98,6 +99,7 @@ def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
     if isinstance(base, VllmRuntime):
         base.arch = g.arch
         base.placement = MoePlacement(routing=routing_of(spec))
+        base.experts = scenario_traffic(spec, full)  # the rows and experts its MoE reads (runtime/routing.py)
     if spec.deployment is None:
         return base, full
     return ShardedRuntime(base, spec.deployment, g, full, routing_of(spec)), shard(full, spec.deployment)
@@ -121,15 +123,16 @@ class ShardedRuntime(RuntimePlan):
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.prefill_chunk(model, tokens, context_before, self.dep.weight_dtype)
-        return self._finish(model, ks, tokens)
+        return self._finish(model, ks, tokens, prefill=True)
 
     def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.decode_step(model, context_len, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, batch)
+        return self._finish(model, ks, batch, prefill=False)
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, sum(n for n, _ in batch))
+        prefill = any(n > 1 or ctx == 0 for n, ctx in batch)
+        return self._finish(model, ks, sum(n for n, _ in batch), prefill)
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
@@ -147,8 +150,12 @@ class ShardedRuntime(RuntimePlan):
     def stage_info(self, stage: str) -> tuple[str, str]:
         return self.base.stage_info(stage)
 
-    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
-        return self.launch_floors(self.with_collectives(model, kernels, tokens), tokens)
+    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int, prefill: bool) -> list[Kernel]:
+        ks = self.with_collectives(model, kernels, tokens)
+        # SGLang captures CUDA graphs for decode batches only (CudaGraphRunner; server_args
+        # enable_piecewise_cuda_graph is off by default): its prefill ("extend") batches launch eagerly
+        eager = prefill and self.dep.engine == "sglang"
+        return self.launch_floors(ks, tokens, eager)
 
     def with_collectives(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
         """An all-reduce of the [tokens, hidden] bf16 activations after the attention output projection and after
@@ -168,10 +175,10 @@ class ShardedRuntime(RuntimePlan):
                 out.append(collective_kernel("all_reduce", after[k.stage], cost, nbytes, n, op=op))
         return out
 
-    def launch_floors(self, kernels: list[Kernel], tokens: int) -> list[Kernel]:
-        """Eager launches (no CUDA graphs, or more tokens than the largest captured graph) last at least the
-        host's time to issue them."""
-        if self._graphs(tokens):
+    def launch_floors(self, kernels: list[Kernel], tokens: int, eager: bool = False) -> list[Kernel]:
+        """Eager launches (no CUDA graphs, more tokens than the largest captured graph, or `eager`) last at least
+        the host's time to issue them."""
+        if self._graphs(tokens) and not eager:
             return kernels
         out = []
         for k in kernels:

@@ -44,6 +44,7 @@ from layerscope.runtime.kernels import (
     OpPart,
 )
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
+from layerscope.runtime.routing import ExpertLoad, ExpertTraffic
 
 FP8_GROUP = 128  # activation quantization group along K, matching the checkpoint's 128x128 weight blocks
 GEMM_NAMES = {
@@ -83,6 +84,7 @@ class VllmRuntime(RuntimePlan):
         self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
         self.arch = arch  # which attention kernels vLLM runs (ATTENTION_KERNELS)
         self.placement = placement or MoePlacement()
+        self.experts: ExpertTraffic | None = None  # the scenario's routing (runtime/routing.py); None: uniform
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
@@ -200,11 +202,13 @@ class VllmRuntime(RuntimePlan):
 
     def _moe(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
         p = self.placement  # a sharded model's experts and top-k are this GPU's: the whole model's are ep times more
+        load = self.experts.load(t) if self.experts is not None else None
         return moe_kernels(t, m.hidden_size, m.moe_intermediate_size, m.num_experts * p.ep,
-                           m.num_experts_per_tok * p.ep, w, p)
+                           m.num_experts_per_tok * p.ep, w, p, load)
 
 
-def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement) -> list[Kernel]:
+def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement,
+                load: ExpertLoad | None = None) -> list[Kernel]:
     """`t` tokens through one MoE layer on one GPU: `mi` its share of the intermediate size, `e` and `k` the
     whole model's experts and top-k, placed as `p` says. The router (replicated: every GPU scores all experts) and
     the experts of this GPU. Under expert parallelism (vLLM's expert-map path) every GPU runs the align/sort,
@@ -214,8 +218,12 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
     GPU, expert id -1, writes zeros), so its output traffic is all rows'."""
     e_local = e // p.ep
     rows = t * k  # token-expert pairs, all of them
-    local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
-    distinct = min(float(e_local), max(1.0, expected_distinct_experts(t, e, k) / p.ep))
+    if load is None:  # no scenario routing: p.routing's busiest share, uniform's distinct experts
+        local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
+        distinct = min(float(e_local), max(1.0, expected_distinct_experts(t, e, k) / p.ep))
+    else:  # the scenario's routing (runtime/routing.py): the busiest GPU's rows and the experts it reads
+        local_rows = max(1, round(load.rows))
+        distinct = min(float(e_local), max(1.0, load.distinct))
     groups = max(1, round(distinct))
     per_expert = max(1, round(local_rows / distinct))
     w_b = DTYPE_BYTES[w]
