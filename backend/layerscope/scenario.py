@@ -270,8 +270,10 @@ class ScenarioSpec(Strict):
 
     @model_validator(mode="after")
     def _deployment_fits(self) -> ScenarioSpec:
-        """Weights that do not fit the deployment's GPUs are refused here, so the CLI and the server say so."""
-        if self.deployment is not None:
+        """Weights that do not fit the deployment's GPUs, or leave no room for free_hbm_gib, are refused here, so
+        the CLI and the server say so."""
+        if self.deployment is not None or (self.workload is not None and self.free_hbm_gib is not None
+                                           and self.runtime == "vllm"):
             from layerscope.runtime.deployment import check_scenario
 
             check_scenario(self)
