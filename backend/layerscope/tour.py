@@ -143,7 +143,8 @@ def run_end_us(result: SimResultLike) -> float:
 def shown_panels(result: SimResultLike) -> set[str]:
     """The dashboard's panels this run shows (frontend/static/js/main.js collapsePanels and showServing): the
     decode-latency panel only where a run has decode steps, the serving panels for a workload of more than one
-    request, the deployment card for a deployment, the sweep panel where the scenario names a sweep."""
+    request, the deployment card for a deployment, the sweep panel for those and where the scenario names a sweep
+    (views/sweep.js)."""
     spec = result.spec
     runs = [result] + ([result.compare] if result.compare is not None else [])
     kinds = {e.kind for run in runs for e in run.events}
@@ -151,7 +152,7 @@ def shown_panels(result: SimResultLike) -> set[str]:
     if "decode_step" in kinds:
         shown.add("latency")
     if spec.workload is not None and spec.workload.num_requests > 1:
-        shown |= {"requests", "step-mix", "latency-dist"}
+        shown |= {"requests", "step-mix", "latency-dist", "sweep"}  # a serving sweep applies to any serving run
     if "numerics" in kinds:
         shown.add("numerics")
     if "experts" in kinds:

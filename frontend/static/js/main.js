@@ -209,6 +209,7 @@ function onMessage(msg) {
       servingShown = null;
       showServing();
       deployment.onLoaded();
+      sweep.sync(servingShown);
       collapsePanels();
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
