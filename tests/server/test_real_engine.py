@@ -81,3 +81,10 @@ def test_report_download_of_a_serving_pair_has_its_serving_figures(real: TestCli
     for fid in ("requests", "step-mix", "latency-dist"):
         assert f'id="fig-{fid}"' in r.text
     assert "<h2>Deployment</h2>" in r.text
+
+
+def test_trace_download_of_a_pair_holds_both_runs(real: TestClient) -> None:
+    r = real.get("/api/trace", params={"scenario": "page-hint-jitter"})
+    assert r.status_code == 200
+    names = {e["pid"]: e["args"]["name"] for e in r.json()["traceEvents"] if e["name"] == "process_name"}
+    assert names[1].startswith("A: page-hint-jitter") and names[2].startswith("B: ")
