@@ -71,15 +71,19 @@ def test_a_tour_lands_on_each_moment_window_and_panel(page, server_url: str, nam
     page.wait(f"{STORE}.axis.range === null")
 
 
-@pytest.mark.parametrize("size", [(1600, 1000), (1280, 720), (390, 844)])
-def test_screenshots_of_a_serving_tour(browser, server_url: str, size: tuple[int, int]) -> None:
+@pytest.mark.parametrize(("name", "size"), [("serving-long-prompt-itl", (1600, 1000)),
+                                           ("serving-long-prompt-itl", (1280, 720)),
+                                           ("serving-long-prompt-itl", (390, 844)),
+                                           ("serving-kv-preemption", (1600, 1000))])
+def test_screenshots_of_a_serving_tour(browser, server_url: str, name: str, size: tuple[int, int]) -> None:
     from browser_helpers import Page
 
     ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
     try:
         page = Page(ctx.new_page())
-        open_preset(page, server_url, "serving-long-prompt-itl")
-        walk(page, "serving-long-prompt-itl", ARTIFACTS / f"{size[0]}x{size[1]}")
-        assert len(list((ARTIFACTS / f"{size[0]}x{size[1]}").glob("*.png"))) == 4
+        open_preset(page, server_url, name)
+        shots = ARTIFACTS / f"{size[0]}x{size[1]}"
+        results = walk(page, name, shots)
+        assert len(list(shots.glob(f"{name}-step*.png"))) == len(results)
     finally:
         ctx.close()

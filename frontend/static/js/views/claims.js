@@ -80,7 +80,7 @@ function sloTable(runs, slaMs) {
   const served = runs.filter((r) => r.summary && typeof r.summary.median_ttft_ms === "number");
   if (!served.length) return "";
   const heads = served.map((r, i) => `<th class="${"ab"[i]}" title="${esc(r.label)}">${served.length > 1 ? "AB"[i] + " " : ""}p50</th><th class="${"ab"[i]}" title="${esc(r.label)}">${served.length > 1 ? "AB"[i] + " " : ""}p99</th>`).join("");
-  const ms = (v) => (typeof v === "number" && isFinite(v) ? `${v >= 100 ? v.toFixed(0) : v.toPrecision(3)} ms` : "—");
+  const ms = (v) => (typeof v === "number" && isFinite(v) ? (v >= 100 ? v.toFixed(0) : v.toPrecision(3)) : "—");
   const rows = SLO.map(([key, name, bound]) => {
     const sla = bound && typeof slaMs === "number" ? slaMs : null;
     const cells = served.map((r) => {
@@ -93,7 +93,7 @@ function sloTable(runs, slaMs) {
   return (
     '<p class="hint">SLO figures of this run, whole model (simulated at full size), against the scenario\'s SLA ' +
     "(sla_ms, on TPOT and ITL); red: the p99 misses it</p>" +
-    `<table data-testid="slo-table" class="slo"><thead><tr><th>latency</th>${heads}<th title="The scenario's sla_ms">SLA</th></tr></thead><tbody>${rows}</tbody></table>`
+    `<table data-testid="slo-table" class="slo"><thead><tr><th title="milliseconds, whole model">ms</th>${heads}<th title="The scenario's sla_ms">SLA</th></tr></thead><tbody>${rows}</tbody></table>`
   );
 }
 
