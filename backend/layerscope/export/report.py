@@ -309,14 +309,18 @@ def _serving_runs(result: SimResultLike) -> list[tuple[int, str, SimResultLike]]
             if any(isinstance(e, StepEvent) for e in run.events)]
 
 
+def _one_row_per_run(runs: list[tuple[int, str, SimResultLike]]) -> go.Figure:
+    return make_subplots(rows=len(runs), cols=1, subplot_titles=[f"run {'AB'[i]}: {label}" for i, label, _ in runs],
+                         vertical_spacing=0.14)
+
+
 def requests_figure(result: SimResultLike) -> go.Figure | None:
     """One row per request and run: waiting (arrival to admission), prefill (to the first token), decode (to
     finished), and its preemptions, in whole-model seconds."""
     runs = _serving_runs(result)
     if not runs:
         return None
-    fig = make_subplots(rows=len(runs), cols=1, subplot_titles=[f"run {'AB'[i]}: {label}" for i, label, _ in runs],
-                        vertical_spacing=0.12)
+    fig = _one_row_per_run(runs)
     for row, (_, _, run) in enumerate(runs, start=1):
         spans: dict[str, list[tuple[int, float, float]]] = {k: [] for k in LANE_COLOURS}
         marks: list[tuple[int, float]] = []
@@ -357,8 +361,7 @@ def stepmix_figure(result: SimResultLike) -> go.Figure | None:
     runs = _serving_runs(result)
     if not runs:
         return None
-    fig = make_subplots(rows=len(runs), cols=1, subplot_titles=[f"run {'AB'[i]}: {label}" for i, label, _ in runs],
-                        vertical_spacing=0.14)
+    fig = _one_row_per_run(runs)
     for row, (_, _, run) in enumerate(runs, start=1):
         steps = [e for e in run.events if isinstance(e, StepEvent)]
         x = [s.index for s in steps]
