@@ -110,6 +110,7 @@ def test_every_presets_report_builds_with_its_figures_and_no_empty_one(name: str
     assert ("<h2>Deployment</h2>" in doc) == (result.spec.deployment is not None)
     if serving and result.spec.deployment is not None:
         assert "GPU KV cache size:" in doc  # vLLM's startup log lines for the run's placement
+    assert ("SLO figures" in doc) == serving  # TTFT, TPOT and ITL p50 / p99 against sla_ms
 
 
 def test_a_serving_reports_latency_samples_are_the_summarys(preset_run) -> None:  # noqa: ANN001

@@ -548,17 +548,49 @@ def _tour_html(result: SimResultLike) -> str:
 
 
 def _claims_html(result: SimResultLike) -> str:
+    """The claims that concern the run, the rest folded under a <details> (as the dashboard's panel), after a
+    serving run's SLO figures."""
     rows = build_claims(result)
     header = ("claim", "stated", "simulated", "this run", "unit", "verdict", "setting", "explanation")
-    body = []
-    for r in rows:
-        cls = {"consistent": "ok", "off": "off"}.get(r["verdict"], "na")
-        verdict = r["verdict"] + (f" ({r['factor']:.3g}x)" if r.get("factor") else "")
-        cells = [r["claim"], r["stated"], r["simulated"], r.get("run"), r["unit"], verdict, r.get("setting", ""),
-                 r["explanation"]]
-        body.append(f'<tr class="{cls}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in header)
-    return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+    def table(chosen: list[dict[str, Any]]) -> str:
+        body = []
+        for r in chosen:
+            cls = {"consistent": "ok", "off": "off"}.get(r["verdict"], "na")
+            verdict = r["verdict"] + (f" ({r['factor']:.3g}x)" if r.get("factor") else "")
+            cells = [r["claim"], r["stated"], r["simulated"], r.get("run"), r["unit"], verdict, r.get("setting", ""),
+                     r["explanation"]]
+            body.append(f'<tr class="{cls}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
+        head = "".join(f"<th>{h}</th>" for h in header)
+        return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+    mine = [r for r in rows if r.get("concerns", True)]
+    rest = [r for r in rows if not r.get("concerns", True)]
+    out = _slo_html(result)
+    out += table(mine) if mine else "<p>None of the article's figures concerns this run.</p>"
+    if rest:
+        out += f"<details><summary>{len(rest)} claims this run does not exercise</summary>{table(rest)}</details>"
+    return out
+
+
+SLO = (("ttft", "TTFT", False), ("tpot", "TPOT", True), ("itl", "ITL", True))
+
+
+def _slo_html(result: SimResultLike) -> str:
+    """A serving run's TTFT, TPOT and ITL p50 / p99 (ms, whole model) of each run against sla_ms (TPOT, ITL)."""
+    runs = [(label, run) for label, run in _runs(result) if "median_ttft_ms" in run.summary]
+    if not runs:
+        return ""
+    sla = result.spec.sla_ms
+    header = ["ms", *(f"{label}: {q}" for label, _ in runs for q in ("p50", "p99")), "SLA"]
+    rows = []
+    for key, name, bound in SLO:
+        cells: list[Any] = [name]
+        for _, run in runs:
+            cells += [run.summary.get(f"median_{key}_ms"), run.summary.get(f"p99_{key}_ms")]
+        cells.append(f"<= {sla:g}" if bound else "-")
+        rows.append(cells)
+    return "<h3>SLO figures (whole model, simulated at full size)</h3>" + _table(header, rows, "slo")
 
 
 _CSS = """
