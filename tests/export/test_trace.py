@@ -36,11 +36,6 @@ def test_trace_is_valid_chrome_json_with_tracks_counters_and_instants() -> None:
     assert any(e["name"] == "process_name" for e in by_ph["M"])
 
 
-def test_trace_dict_matches_the_json() -> None:
-    r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512, decode_steps=4))
-    assert json.loads(to_json(r))["traceEvents"] == json.loads(json.dumps(to_perfetto(r)))["traceEvents"]
-
-
 def test_a_comparison_traces_both_runs_as_processes_a_and_b() -> None:
     spec = ScenarioSpec(model="article", runtime="article", prompt_len=1024, decode_steps=6, chunk_size=512,
                         compare={"label": "naive allocator", "set": {"allocator": "naive"}})
@@ -56,3 +51,9 @@ def test_a_comparison_traces_both_runs_as_processes_a_and_b() -> None:
         assert {e["name"] for e in events if e["ph"] == "C" and e["pid"] == pid} >= {"HBM used (GiB)"}
     single = json.loads(to_json(simulate(spec.model_copy(update={"compare": None}))))["traceEvents"]
     assert {e["pid"] for e in single} == {1}
+
+
+def test_trace_dict_matches_the_json() -> None:
+    r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512, decode_steps=4))
+    assert json.loads(to_json(r))["traceEvents"] == json.loads(json.dumps(to_perfetto(r)))["traceEvents"]
+
