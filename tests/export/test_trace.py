@@ -56,4 +56,3 @@ def test_trace_is_valid_chrome_json_with_tracks_counters_and_instants() -> None:
 def test_trace_dict_matches_the_json() -> None:
     r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512, decode_steps=4))
     assert json.loads(to_json(r))["traceEvents"] == json.loads(json.dumps(to_perfetto(r)))["traceEvents"]
-
