@@ -321,6 +321,7 @@ def requests_figure(result: SimResultLike) -> go.Figure | None:
     if not runs:
         return None
     fig = _one_row_per_run(runs)
+    marked = False  # the preemption marks' legend entry, once
     for row, (_, _, run) in enumerate(runs, start=1):
         spans: dict[str, list[tuple[int, float, float]]] = {k: [] for k in LANE_COLOURS}
         marks: list[tuple[int, float]] = []
@@ -347,9 +348,10 @@ def requests_figure(result: SimResultLike) -> go.Figure | None:
         if marks:
             fig.add_trace(go.Scatter(
                 x=[t / 1e6 for _, t in marks], y=[rid for rid, _ in marks], mode="markers", name="preempted",
-                legendgroup="preempted", showlegend=True,
+                legendgroup="preempted", showlegend=not marked,
                 marker={"symbol": "x", "color": _P["series"]["sla"], "size": 8},
             ), row=row, col=1)  # fmt: skip
+            marked = True
         fig.update_yaxes(title_text="request", autorange="reversed", row=row, col=1)
         fig.update_xaxes(title_text="time (s, whole model)", row=row, col=1)
     fig.update_layout(barmode="overlay", title="Request lanes", height=320 * len(runs))
