@@ -300,7 +300,8 @@ def numerics_figure(result: SimResultLike) -> go.Figure | None:
 
 
 # -- serving runs ------------------------------------------------------------------------------------
-LANE_COLOURS = {"waiting": _P["cell"]["empty"], "prefill": _P["phase"]["prefill"], "decode": _P["phase"]["decode"]}
+# the dashboard's lane colours: waiting in the other-tenant grey (the empty-cell grey is invisible on white)
+LANE_COLOURS = {"waiting": _P["cell"]["tenant"], "prefill": _P["phase"]["prefill"], "decode": _P["phase"]["decode"]}
 MAX_LANES = 256  # request rows drawn; a longer run shows its first 256 requests (the file stays small)
 
 
