@@ -356,10 +356,11 @@ function onMessage(msg) {
       servingShown = null;
       showServing();
       deployment.onLoaded();
+      sweep.sync(servingShown);
       collapsePanels();
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
-      renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label));
+      renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
       $("story-line").innerHTML = storyLine(store);
       $("delta-line").innerHTML = deltaLine(store);
       $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
