@@ -17,7 +17,10 @@ from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec
 
 SERVING = ScenarioSpec.model_validate({
-    "name": "bench-serving-500", "model": "qwen3-235b-a22b", "runtime": "vllm", "gpu": "h200", "free_hbm_gib": 60,
+    # one GPU of 8 x H200 at tp 8 (the weights of a whole-model serving run must fit); 15 GiB of KV cache per GPU
+    # hold the 320k tokens that 60 GiB held at tp 1 (a quarter of the KV heads per GPU)
+    "name": "bench-serving-500", "model": "qwen3-235b-a22b", "runtime": "vllm", "gpu": "h200", "free_hbm_gib": 15,
+    "deployment": {"tp": 8},
     "workload": {"num_requests": 500, "input_len": 500, "output_len": 500, "range_ratio": 1.0,
                  "max_concurrency": 100, "seed": 0},
 })

@@ -114,7 +114,7 @@ GA = [
 # defaults on a >= 160 GB GPU: chunked prefill 16384 tokens, overlap scheduling on, radix (prefix) cache on.
 # Duration is left out at concurrency 1: 10 requests' drawn lengths decide it (the measured run generated 4,210
 # tokens where uniform [1, 1000] averages 5,005), not the engine.
-S_DEPLOY = {"tp": 8, "async_scheduling": True}
+S_DEPLOY = {"tp": 8, "async_scheduling": True, "engine": "sglang"}
 S_SCHED = {"max_num_seqs": 1024, "max_num_batched_tokens": 16384}
 S = [
     Measured("S", f"Qwen3-235B 8xB200 bf16 tp8 SGLang, {name} {isl}/{osl}, conc {c}", "qwen3-235b-a22b", "b200",

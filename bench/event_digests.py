@@ -32,8 +32,9 @@ def digests(only: list[str] | None = None) -> dict[str, str]:
         "workload.num_requests": 120, "workload.shared_prefix_len": 256, "scheduler.prefix_caching": True})
     specs["bench-serving-poisson"] = SERVING.with_overrides({"workload.num_requests": 120,
                                                              "workload.request_rate": 20.0})
-    specs["bench-serving-article"] = SERVING.with_overrides({"workload.num_requests": 120, "runtime": "article"})
-    specs["bench-serving-preempt"] = SERVING.with_overrides({"workload.num_requests": 120, "free_hbm_gib": 5.0})
+    specs["bench-serving-article"] = SERVING.with_overrides({"workload.num_requests": 120, "runtime": "article",
+                                                             "deployment": None})
+    specs["bench-serving-preempt"] = SERVING.with_overrides({"workload.num_requests": 120, "free_hbm_gib": 1.25})
     out = {}
     for name, spec in specs.items():
         if only and name not in only:

@@ -296,3 +296,17 @@ def test_switch_over_row_is_input_whatever_the_runtime() -> None:
     assert "vllm runtime has no switch-over" in rows["first_step_overhead"]["explanation"]
     article = _simulated("decode-pulses")
     assert article["first_step_overhead"]["verdict"] == "input" and article["first_step_overhead"]["run"] > 0
+
+
+def test_rows_say_whether_they_concern_the_open_run() -> None:
+    from layerscope.claims import build_claims
+    from layerscope.runtime.engine import simulate
+
+    one = {r["id"]: r for r in build_claims(simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512,
+                                                                  decode_steps=8, chunk_size=256)))}
+    assert one["decode_step"]["concerns"] and one["attention_launches"]["concerns"]
+    assert not one["lut_sigmoid"]["concerns"]  # the numpy layer is off: model/numerics.py's figure is not this run's
+    assert not any(r["concerns"] for r in one.values() if r["verdict"] in ("not-exercised", "not-stated"))
+    serving = ScenarioSpec(model="qwen3-30b-a3b", gpu="h200", free_hbm_gib=20,
+                           workload={"num_requests": 3, "input_len": 64, "output_len": 4})
+    assert not any(r["concerns"] for r in build_claims(simulate(serving)))  # the article speaks of one request

@@ -15,7 +15,8 @@ REQUIRED = {
     "stale-chunk-metadata", "chunk-scheduler-disabled", "ecc-bitflips", "real-qwen3-235b-h200", "article-vs-real",
 }  # fmt: skip
 PAIRS = {"allocator-off-long-context", "page-hint-jitter", "article-vs-real"}
-PANELS = {"topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls"}
+PANELS = {"topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls", "requests",
+          "step-mix", "latency-dist", "deployment", "sweep", "numerics"}
 
 
 def test_every_story_of_issue_5_is_a_preset() -> None:
@@ -37,6 +38,35 @@ def test_preset_is_a_complete_story(name: str) -> None:
         assert not spec.numerics  # timing only
     if spec.numerics:
         assert spec.numerics_model == "tiny"
+
+
+def _simulated_weights_gib(spec: scenario.ScenarioSpec) -> float:
+    """What one GPU of the run holds in weights: a deployment's (or a serving run's, at tp 1 without one) whole
+    model shard; a one-request run without a deployment simulates one layer of the model."""
+    from layerscope.model.config import PRESETS
+    from layerscope.runtime.deployment import shard, weight_bytes_per_gpu
+
+    model = PRESETS[spec.model]
+    dep = spec.deployment or scenario.DeploymentSpec()
+    whole = weight_bytes_per_gpu(model, shard(model, dep)) / 2**30
+    return whole if spec.deployment is not None or spec.workload is not None else whole / model.num_hidden_layers
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_preset_and_its_compare_run_on_a_deployment_whose_weights_fit(name: str) -> None:
+    from layerscope.hardware.gpus import gpu
+    from layerscope.runtime.deployment import scenario_placement
+
+    spec = load_preset(name)
+    runs = [spec] + ([spec.with_overrides(spec.compare.set)] if spec.compare else [])
+    for run in runs:
+        capacity = gpu(run.gpu).memory_bytes / 2**30
+        weights = _simulated_weights_gib(run)
+        assert weights + (run.free_hbm_gib or 0.0) <= capacity, f"{name}: {weights:.1f} GiB of weights"
+        if run.workload is not None and run.runtime == "vllm":  # whole-model serving: a real placement
+            assert run.deployment is not None, f"{name}: a serving run names its deployment"
+            placement = scenario_placement(run)
+            assert placement is not None and placement.kv_cache_bytes > 0
 
 
 def _write(tmp_path: Path, text: str) -> Path:

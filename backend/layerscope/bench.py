@@ -23,6 +23,14 @@ COMPARED = (
     "duration", "request_throughput", "output_throughput", "total_token_throughput",
     *(f"{s}_{m}_ms" for m in PERCENTILE_METRICS for s in ("mean", "median", "p99")),
 )
+# The part of TTFT outside the engine (runtime/frontend_latency.py): summary key -> label. Not in vLLM's output:
+# `vllm bench serve` measures it inside TTFT; vLLM's server-side vllm:time_to_first_token_seconds leaves it out.
+FRONTEND_KEYS = {
+    "mean_frontend_ms": "Mean outside the engine (ms):",
+    "mean_frontend_tokenize_ms": "  tokenize (ms):",
+    "mean_frontend_request_ms": "  HTTP request, hand-off (ms):",
+    "mean_frontend_response_ms": "  detokenize, SSE stream (ms):",
+}
 # SGLang bench_serving names -> vLLM's.
 SGLANG_KEYS = {
     "mean_e2e_latency_ms": "mean_e2el_ms",
@@ -61,6 +69,8 @@ def result_block(r: dict[str, Any], percentile_metrics: str = "ttft,tpot,itl") -
         lines += [_row(f"Mean {label} (ms):", float(r[f"mean_{m}_ms"])),
                   _row(f"Median {label} (ms):", float(r[f"median_{m}_ms"])),
                   _row(f"P99 {label} (ms):", float(r[f"p99_{m}_ms"]))]
+        if m == "ttft" and "mean_frontend_ms" in r:  # its part before and after the engine, as its own lines
+            lines += [_row(label, float(r[k])) for k, label in FRONTEND_KEYS.items()]
     lines.append("=" * 50)
     return "\n".join(lines)
 

@@ -725,6 +725,22 @@ def _out(c: Claim, stated: float | None, simulated: float | None, own: float | N
             "how": c.how, "scope": c.scope}  # fmt: skip
 
 
+# measured by model/numerics.py whatever the run: they concern a run only where its numpy layer runs
+_NUMERICS_CLAIMS = {"lut_sigmoid", "shared_rmsnorm"}
+
+
+def concerns(row: dict[str, Any], spec: ScenarioSpec) -> bool:
+    """Whether a row concerns the open run (the claims panel shows these and folds the rest away): the article
+    describes one request's layer, so none of its figures concerns a serving run (that run's panel shows its SLO
+    figures instead); in a one-request run, a row concerns it when the run has its own figure for it, exercises
+    it, and the article states it."""
+    if spec.workload is not None and spec.workload.num_requests > 1:
+        return False
+    if row["id"] in _NUMERICS_CLAIMS and not spec.numerics:
+        return False
+    return row["run"] is not None and row["verdict"] not in ("not-exercised", "not-stated")
+
+
 def _stage_share_rows(run: _Run) -> list[dict[str, Any]]:
     """The largest per-stage shares of each phase (summary share_<phase>_<stage>), with time per layer."""
     rows = []
@@ -772,4 +788,6 @@ def build_claims(result: SimResultLike, article: SimResultLike | None = None) ->
         m = _MEASURE[c.id](probe(c)) if c.scope == "article" else own
         rows.append(_row(c, m, own, run))
     rows.extend(_stage_share_rows(run))
+    for row in rows:
+        row["concerns"] = concerns(row, result.spec)
     return rows

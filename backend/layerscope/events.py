@@ -56,6 +56,10 @@ class KernelEvent(_Event):
     # "model": a whole-model cost paid once per step (embedding lookup, the article's switch-over), drawn apart
     # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
     scope: Literal["layer", "model"] = "layer"
+    # where dur_us comes from: "measured" (a measured kernel table, named in `table` as "system · backend version ·
+    # file · kernel", runtime/kernels.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
+    source: Literal["measured", "analytic"] = "analytic"
+    table: str = ""
 
 
 class ChunkEvent(_Event):
@@ -168,6 +172,9 @@ class RequestEvent(_Event):
     output_len: int
     num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)
     num_output_tokens: int  # generated so far
+    # arrive: what lies between the client and the engine (tokenizer, HTTP, SSE; runtime/frontend_latency.py), which
+    # the client adds to this request's every token time (TTFT and E2EL include it); 0 on the other events
+    frontend_us: float = 0.0
 
 
 class StepEvent(_Event):

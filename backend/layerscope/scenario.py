@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serial
 
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
+from layerscope.runtime.routing import DEFAULT_ROUTING, RoutingError, check_routing
 
 Runtime = Literal["article", "vllm"]
 GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
@@ -73,6 +74,13 @@ class TourCheck(Strict):
     value: float | int | bool | str
 
 
+class TourZoom(Strict):
+    """The window of the shared time axis a tour step zooms to, around its moment (simulated µs of the run)."""
+
+    before_us: float = Field(..., ge=0.0, le=1e12, description="from this long before the moment")
+    after_us: float = Field(..., ge=0.0, le=1e12, description="to this long after it")
+
+
 class TourStep(Strict):
     title: str = Field(..., min_length=1, max_length=120)
     text: str = Field(..., min_length=1, max_length=2000)
@@ -80,8 +88,37 @@ class TourStep(Strict):
     at_event: str | None = Field(
         None, max_length=120, description="pause at the first event matching 'kind' or 'kind:name' (e.g. 'fault')"
     )
+    at_nth: int | None = Field(
+        None, ge=-100_000, le=100_000, description="the n-th event at_event matches instead of the first (-1: the last)"
+    )
+    at_max: str | None = Field(
+        None, max_length=40, pattern=r"^[a-z_]+$",
+        description="the event at_event matches with the largest value of this field (model_dur_us: the longest step)",
+    )
+    zoom: TourZoom | None = Field(None, description="zoom the time axis around the moment (absent: the whole run)")
     highlight: list[str] = Field(default_factory=list, max_length=12, description="panel ids or element ids")
     check: TourCheck | None = None
+
+    @model_validator(mode="after")
+    def _one_pick(self) -> TourStep:
+        if (self.at_nth is not None or self.at_max is not None) and not self.at_event:
+            raise ValueError("at_nth and at_max pick among the events at_event matches: give at_event")
+        if self.at_nth is not None and self.at_max is not None:
+            raise ValueError("give at_nth or at_max, not both")
+        if self.at_nth == 0:
+            raise ValueError("at_nth counts from 1 (the first) or from -1 (the last)")
+        return self
+
+
+class SweepSpec(Strict):
+    """The grid the dashboard's sweep panel opens with (and `layerscope sweep` runs without --grid)."""
+
+    grid: dict[str, list[float | int | bool | str]] = Field(..., min_length=1, max_length=3)
+    metric: str | None = Field(
+        None, max_length=64,
+        description="a one-request run's summary figure drawn against the first grid field (absent: a serving "
+        "sweep's output throughput per GPU against median TPOT)",
+    )
 
 
 class WorkloadSpec(Strict):
@@ -109,11 +146,24 @@ class WorkloadSpec(Strict):
     trace: str | None = Field(
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
+    routing: str = Field(
+        DEFAULT_ROUTING, max_length=200,
+        description="how tokens spread over the experts: uniform, balanced, power_law:ALPHA or file:NAME.json "
+        "(measured counts, a shipped file under scenarios/routing/); runtime/routing.py",
+    )
 
     @field_serializer("request_rate", when_used="json")
     def _rate_json(self, v: float) -> float | str:
         """JSON has no inf: "Infinity", which pydantic reads back (model_dump(mode="json") too, for the server)."""
         return "Infinity" if math.isinf(v) else v
+
+    @field_validator("routing")
+    @classmethod
+    def _routing(cls, v: str) -> str:
+        try:
+            return check_routing(v)  # a count file is read when the run starts, not on every validation
+        except RoutingError as e:
+            raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:
@@ -177,6 +227,10 @@ class DeploymentSpec(Strict):
     )
     max_model_len: int | None = Field(
         None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
+    )
+    engine: Literal["vllm", "sglang"] = Field(
+        "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
+        "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
     )
 
     @model_validator(mode="after")
@@ -242,6 +296,7 @@ class ScenarioSpec(Strict):
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
     compare: CompareSpec | None = None
     tour: list[TourStep] = Field(default_factory=list, max_length=32)
+    sweep: SweepSpec | None = Field(None, description="the sweep panel's grid (absent: no sweep applies)")
 
     @field_validator("name")
     @classmethod
@@ -270,8 +325,10 @@ class ScenarioSpec(Strict):
 
     @model_validator(mode="after")
     def _deployment_fits(self) -> ScenarioSpec:
-        """Weights that do not fit the deployment's GPUs are refused here, so the CLI and the server say so."""
-        if self.deployment is not None:
+        """Weights that do not fit the deployment's GPUs, or leave no room for free_hbm_gib, are refused here, so
+        the CLI and the server say so."""
+        if self.deployment is not None or (self.workload is not None and self.free_hbm_gib is not None
+                                           and self.runtime == "vllm"):
             from layerscope.runtime.deployment import check_scenario
 
             check_scenario(self)
@@ -313,7 +370,7 @@ def known_field(key: str) -> bool:
 
 def check_override(key: str, value: Any) -> None:
     """Check one override against its field alone (ValueError naming it)."""
-    if not known_field(key) or key in ("compare", "tour"):
+    if not known_field(key) or key in ("compare", "tour", "sweep"):
         raise ValueError(f"unknown or not overridable field {key!r}")
     top, _, sub = key.partition(".")
     model, name = (NESTED[top], sub) if sub else (ScenarioSpec, top)

@@ -52,7 +52,7 @@ def _scalar(raw: str) -> Any:
 def with_fields(spec: ScenarioSpec, changes: dict[str, Any]) -> ScenarioSpec:
     """A new validated spec with (dotted) fields replaced; the error names the point and the field."""
     for key in changes:
-        if not known_field(key) or key in ("compare", "tour"):
+        if not known_field(key) or key in ("compare", "tour", "sweep"):
             raise ScenarioError(f"unknown or not sweepable field {key!r}")
     try:
         return spec.with_overrides(changes)

@@ -94,31 +94,111 @@ def _event_name_fields(event: Any) -> list[str]:
     return out
 
 
+def matching_events(result: SimResultLike, at_event: str) -> list[Any]:
+    """The events 'kind' or 'kind:name' matches; 'compare.kind:name' looks in the compare run (on its own clock,
+    which the dashboard draws on the same axis from 0)."""
+    if at_event.startswith("compare."):
+        if result.compare is None:
+            return []
+        result, at_event = result.compare, at_event.removeprefix("compare.")
+    kind, _, name = at_event.partition(":")
+    return [e for e in result.events if e.kind == kind and (not name or name in _event_name_fields(e))]
+
+
 def event_time(result: SimResultLike, at_event: str) -> float | None:
     """Simulated time of the first event matching 'kind' or 'kind:name'; None when nothing matches."""
-    kind, _, name = at_event.partition(":")
-    for e in result.events:
-        if e.kind == kind and (not name or name in _event_name_fields(e)):
-            return float(e.t_us)
-    return None
+    found = matching_events(result, at_event)
+    return float(found[0].t_us) if found else None
+
+
+def _picked(result: SimResultLike, step: TourStep) -> Any:
+    """The event a step pauses at: the first match, the at_nth-th, or the one with the largest at_max field."""
+    assert step.at_event is not None
+    found = matching_events(result, step.at_event)
+    if step.at_max is not None:
+        valued = [e for e in found if isinstance(getattr(e, step.at_max, None), int | float)]
+        return max(valued, key=lambda e: getattr(e, step.at_max)) if valued else None  # the first of equals
+    i = 0 if step.at_nth is None else step.at_nth - 1 if step.at_nth > 0 else step.at_nth
+    return found[i] if -len(found) <= i < len(found) else None
 
 
 def step_time(result: SimResultLike, step: TourStep) -> float | None:
-    """When the dashboard pauses for this step: at_us, else the first matching event, else None (no pause)."""
+    """When the dashboard pauses for this step: at_us, else the picked event's time, else None (no moment)."""
     if step.at_us is not None:
         return step.at_us
     if step.at_event:
-        return event_time(result, step.at_event)
+        e = _picked(result, step)
+        return None if e is None else float(e.t_us)
     return None
 
 
-def tour_results(result: SimResultLike) -> list[dict[str, Any]]:
-    """One row per tour step: {step, title, metric, op, expected, actual, passed, t_us, error}.
+def run_end_us(result: SimResultLike) -> float:
+    """The end of the run on its own clock: its last event, or the end of its last kernel."""
+    end = 0.0
+    for e in result.events:
+        end = max(end, float(e.t_us), float(getattr(e, "start_us", 0.0)) + float(getattr(e, "dur_us", 0.0) or 0.0))
+    return end
 
-    A step without a check passes when its pause point exists in the run; a step whose
-    at_event matches nothing fails (the dashboard could never stop there).
-    """
+
+def shown_panels(result: SimResultLike) -> set[str]:
+    """The dashboard's panels this run shows (frontend/static/js/main.js collapsePanels and showServing): the
+    decode-latency panel only where a run has decode steps, the serving panels for a workload of more than one
+    request, the deployment card for a deployment, the sweep panel for those and where the scenario names a sweep
+    (views/sweep.js)."""
+    spec = result.spec
+    runs = [result] + ([result.compare] if result.compare is not None else [])
+    kinds = {e.kind for run in runs for e in run.events}
+    shown = {"timeline", "memory", "banks", "topology", "stages", "claims", "tour", "log", "controls"}
+    if "decode_step" in kinds:
+        shown.add("latency")
+    if spec.workload is not None and spec.workload.num_requests > 1:
+        shown |= {"requests", "step-mix", "latency-dist", "sweep"}  # a serving sweep applies to any serving run
+    if "numerics" in kinds:
+        shown.add("numerics")
+    if "experts" in kinds:
+        shown.add("experts")
+    if spec.deployment is not None:
+        shown.add("deployment")
+    if getattr(spec, "sweep", None) is not None:
+        shown.add("sweep")
+    return shown
+
+
+def tour_problems(result: SimResultLike) -> list[list[str]]:
+    """Per step, what keeps the dashboard from landing it: a highlight of a panel the run does not show, no
+    moment, a moment earlier than the step before, two steps at one moment."""
+    shown = shown_panels(result)
+    out: list[list[str]] = []
+    prev: tuple[int, float] | None = None
+    for i, step in enumerate(result.spec.tour):
+        problems = [f"highlights {p!r}, a panel this run does not show" for p in step.highlight if p not in shown]
+        t = step_time(result, step)
+        if t is None:
+            problems.append(f"no event matches at_event {step.at_event!r}" if step.at_event
+                            else "has no moment of its own (give at_us or at_event)")
+        elif prev is not None and t < prev[1]:
+            problems.append(f"its moment {t:.6g} us is earlier than step {prev[0] + 1}'s ({prev[1]:.6g} us)")
+        elif prev is not None and t == prev[1]:
+            problems.append(f"is at the same moment as step {prev[0] + 1} ({t:.6g} us)")
+        if t is not None and (prev is None or t > prev[1]):
+            prev = (i, t)  # the latest moment so far: a later step must come after it
+        out.append(problems)
+    return out
+
+
+def zoom_window(result: SimResultLike, step: TourStep, t: float | None) -> list[float] | None:
+    """[x0, x1] of the step's zoom around its moment, clamped to the run; None for the whole run."""
+    if step.zoom is None or t is None:
+        return None
+    return [max(0.0, t - step.zoom.before_us), min(max(run_end_us(result), t), t + step.zoom.after_us)]
+
+
+def tour_results(result: SimResultLike) -> list[dict[str, Any]]:
+    """One row per tour step: {step, title, metric, op, expected, actual, passed, t_us, zoom, error}.
+
+    A step passes when its check holds and the dashboard can land it (tour_problems finds nothing)."""
     rows = []
+    problems = tour_problems(result)
     for i, step in enumerate(result.spec.tour):
         t = step_time(result, step)
         row: dict[str, Any] = {
@@ -128,19 +208,19 @@ def tour_results(result: SimResultLike) -> list[dict[str, Any]]:
             "op": None,
             "expected": None,
             "actual": None,
-            "passed": True,
+            "passed": not problems[i],
             "t_us": t,
-            "error": None,
+            "zoom": zoom_window(result, step, t),
+            "error": "; ".join(problems[i]) or None,
         }
-        if step.at_event and t is None:
-            row.update(passed=False, error=f"no event matches at_event {step.at_event!r}")
         if step.check is not None:
             c = step.check
             row.update(metric=c.metric, op=c.op, expected=c.value)
             try:
                 actual = metric_value(result, c.metric)
             except KeyError as e:
-                row.update(passed=False, error=str(e).strip("'\""))
+                msg = str(e).strip("'\"")
+                row.update(passed=False, error="; ".join(filter(None, [row["error"], msg])))
             else:
                 row["actual"] = actual
                 row["passed"] = bool(row["passed"]) and check_passes(c, actual)

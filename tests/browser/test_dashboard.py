@@ -101,7 +101,7 @@ def test_pause_stops_time_and_step_is_one_batch(page, server_url: str) -> None:
     page.wait(f"{STORE}.frames > {frames}")
     time.sleep(0.3)  # nothing else may follow
     assert page.js(f"[{STORE}.frames, {STORE}.kernels.length]") == [frames + 1, kernels + 1]
-    page.page.keyboard.press("s")
+    page.page.keyboard.press("ArrowRight")
     page.wait(f"{STORE}.frames > {frames + 1}")
     assert page.js(f"{STORE}.kernels.length") == kernels + 2
     assert page.js(f"{STORE}.t") > t_paused

@@ -45,3 +45,10 @@ def test_chunk_sizes_keep_working(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sweep", "chunk-size-sweep-numa", "--chunk-sizes", "2048,4096", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [r["chunk_size"] for r in out["rows"]] == [2048, 4096]
+
+
+def test_sweep_without_a_grid_runs_the_presets_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", "prefill-8k-chunked", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["grid"] == {"chunk_size": [1024, 2048, 4096, 8192]}
+    assert [p["summary"]["num_chunks"] for p in out["points"]] == [8, 4, 2, 1]

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import html
 import re
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 from layerscope.cli import main
 from layerscope.events import PageAllocEvent, PageEvictEvent, PageFreeEvent, PageMigrateEvent
 from layerscope.export.report import PAGE_STATES, bank_grid
+from layerscope.scenario import preset_names
 
 FREE, PREFILL, DECODE, HINT, TENANT, EVICTED = range(len(PAGE_STATES))
 
@@ -88,3 +92,41 @@ def test_report_command_writes_one_file(tmp_path: Path) -> None:
 def test_pressure_pages_show_as_another_tenant() -> None:
     events = [PageAllocEvent(t_us=0.0, owner="pressure", phase="decode", logical=[0, 1], banks=[0, 1], slots=[1, 0])]
     assert bank_grid(events, 1.0, banks=2, capacity=2) == [[FREE, TENANT], [TENANT, FREE]]
+
+
+@pytest.mark.parametrize("name", preset_names())
+def test_every_presets_report_builds_with_its_figures_and_no_empty_one(name: str, preset_run) -> None:  # noqa: ANN001
+    from layerscope.export.report import build_report, figures
+
+    result = preset_run(name)
+    figs = figures(result)
+    assert all(fig.data for _, _, fig in figs)  # an empty figure is left out, not drawn blank
+    ids = {fid for fid, _, _ in figs}
+    serving = result.spec.workload is not None
+    assert ({"requests", "step-mix", "latency-dist"} <= ids) == serving
+    assert ("latency" in ids) == any(e.kind == "decode_step" for e in result.events)
+    doc = build_report(result)
+    assert doc.startswith("<!DOCTYPE html>") and html.escape(result.spec.title) in doc
+    assert ("<h2>Deployment</h2>" in doc) == (result.spec.deployment is not None)
+    if serving and result.spec.deployment is not None:
+        assert "GPU KV cache size:" in doc  # vLLM's startup log lines for the run's placement
+    assert ("SLO figures" in doc) == serving  # TTFT, TPOT and ITL p50 / p99 against sla_ms
+
+
+def test_a_serving_reports_latency_samples_are_the_summarys(preset_run) -> None:  # noqa: ANN001
+    from layerscope.export.report import latency_samples
+
+    result = preset_run("serving-long-prompt-itl")
+    for run in (result, result.compare):
+        s = latency_samples(run.events)
+        assert len(s["TTFT"]) == run.summary["completed"] == 40
+        assert sum(s["TTFT"]) / len(s["TTFT"]) == pytest.approx(run.summary["mean_ttft_ms"], rel=1e-3)
+        assert sum(s["TPOT"]) / len(s["TPOT"]) == pytest.approx(run.summary["mean_tpot_ms"], rel=1e-3)
+        assert sum(s["ITL"]) / len(s["ITL"]) == pytest.approx(run.summary["mean_itl_ms"], rel=1e-3)
+
+
+def test_report_of_a_pair_with_a_dotted_compare_field(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    assert main(["report", "serving-long-prompt-itl", "-o", str(out)]) == 0
+    doc = out.read_text()
+    assert "run A: scheduler.max_num_batched_tokens=8192" in doc and "max_num_batched_tokens 1024" in doc

@@ -11,6 +11,23 @@ def _result():  # noqa: ANN202
     return simulate(spec)
 
 
+def test_a_comparison_traces_both_runs_as_processes_a_and_b() -> None:
+    spec = ScenarioSpec(model="article", runtime="article", prompt_len=1024, decode_steps=6, chunk_size=512,
+                        compare={"label": "naive allocator", "set": {"allocator": "naive"}})
+    r = simulate(spec)
+    assert r.compare is not None
+    events = json.loads(to_json(r))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(names) == [1, 2]
+    assert names[1].startswith("A: custom") and names[2].startswith("B: naive allocator")
+    for pid, run in ((1, r), (2, r.compare)):  # each run's every kernel, on its own process
+        kernels = [e for e in events if e["ph"] == "X" and e["pid"] == pid]
+        assert len(kernels) == sum(1 for e in run.events if e.kind == "kernel") > 0
+        assert {e["name"] for e in events if e["ph"] == "C" and e["pid"] == pid} >= {"HBM used (GiB)"}
+    single = json.loads(to_json(simulate(spec.model_copy(update={"compare": None}))))["traceEvents"]
+    assert {e["pid"] for e in single} == {1}
+
+
 def test_trace_is_valid_chrome_json_with_tracks_counters_and_instants() -> None:
     r = _result()
     data = json.loads(to_json(r))  # strict JSON: no NaN/Infinity literals
@@ -39,3 +56,12 @@ def test_trace_is_valid_chrome_json_with_tracks_counters_and_instants() -> None:
 def test_trace_dict_matches_the_json() -> None:
     r = simulate(ScenarioSpec(model="article", runtime="article", prompt_len=512, decode_steps=4))
     assert json.loads(to_json(r))["traceEvents"] == json.loads(json.dumps(to_perfetto(r)))["traceEvents"]
+
+
+def test_trace_args_say_where_each_kernel_price_comes_from() -> None:
+    r = simulate(ScenarioSpec(model="qwen3-235b-a22b", runtime="vllm", gpu="h200", prompt_len=1024, decode_steps=2))
+    slices = [e for e in to_perfetto(r)["traceEvents"] if e["ph"] == "X"]
+    assert {e["args"]["source"] for e in slices} == {"measured", "analytic"}
+    measured = [e for e in slices if e["args"]["source"] == "measured"]
+    assert all("h200_sxm" in e["args"]["table"] for e in measured)
+    assert all("table" not in e["args"] for e in slices if e["args"]["source"] == "analytic")

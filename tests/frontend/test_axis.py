@@ -117,3 +117,54 @@ def test_a_serving_compare_run_beside_a_per_layer_run_is_not_multiplied_again() 
     out = others("layer", {"clock": "model", "end": 24700.0}, ts)
     assert out["model"]["x"] == pytest.approx(ts)  # its clock already is the whole model's
     assert out["layer"]["x"] == pytest.approx([0.0, 50.0, 100.0], abs=1e-3)  # its steps' one-layer windows
+
+
+BREAKS = """
+import { TimeAxis, oneOffSpans, breakLabel } from "%(url)s";
+const [kernels, extent] = JSON.parse(process.argv[1]);
+const run = { kernel: kernels.map(([stage, scope, start_us, dur_us]) => ({ stage, scope, start_us, dur_us })) };
+const spans = oneOffSpans([run]);
+const ax = new TimeAxis();
+ax.load(extent, 94, spans, "layer", []);
+ax.setUnits("layer");
+console.log(JSON.stringify({
+  spans: spans.map((s) => [s[0], s[1]]), gaps: ax.gaps.map((g) => [g.t0, g.t1]), labels: ax.gaps.map(breakLabel),
+  notes: ax.breaks().annotations.map((a) => a.text), clock: ax.clockUs(extent),
+}));
+"""
+
+
+def breaks(kernels: list[tuple[str, str, float, float]], extent: float) -> dict[str, Any]:
+    script = BREAKS % {"url": (JS / "axis.js").as_uri()}
+    proc = subprocess.run(
+        [NODE or "node", "--input-type=module", "-e", script, json.dumps([kernels, extent])],
+        capture_output=True, text=True, timeout=60, check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def layer_work(t0: float, t1: float, step: float = 10.0) -> list[tuple[str, str, float, float]]:
+    return [("attention", "layer", t, step) for t in range(int(t0), int(t1), int(step))]
+
+
+def test_only_a_true_one_off_is_squeezed_never_a_steady_re_fetch() -> None:
+    # per-layer work 0-1000 µs and 3000-4000; a switch-over of two back-to-back kernels between them (2000 µs);
+    # a whole-model re-fetch after every 100 µs of work (steady: it comes back after per-layer work each time)
+    kernels = layer_work(0, 1000) + [("switch_over", "model", 1000.0, 1200.0), ("switch_over", "model", 2210.0, 790.0)]
+    kernels += layer_work(3000, 4000)
+    kernels += [("kv_refetch", "model", t, 300.0) for t in (4000.0, 4400.0, 4800.0)]
+    kernels += layer_work(4300, 4400) + layer_work(4700, 4800) + layer_work(5100, 5200)
+    out = breaks(kernels, 5200.0)
+    assert out["gaps"] == [[1000.0, 3000.0]]  # the switch-over, one break; the re-fetches stay at their length
+    assert out["labels"] == ["switch_over 1.99 ms"]  # the label is the one-off's own cost, from the data
+    assert out["notes"] == ["// switch_over 1.99 ms"]
+    assert out["clock"] == pytest.approx(5200.0)  # the clock reads true one-layer time, not the squeezed x
+
+
+def test_adjacent_one_offs_make_one_break_with_one_label() -> None:
+    # two different one-off stages 10 µs of work apart (under 1% of the run): one break, one label
+    kernels = layer_work(0, 1000) + [("switch_over", "model", 1000.0, 2000.0)] + layer_work(3000, 3010)
+    kernels += [("kv_migrate", "model", 3010.0, 1500.0)] + layer_work(4510, 6000)
+    out = breaks(kernels, 6000.0)
+    assert out["gaps"] == [[1000.0, 4510.0]]
+    assert out["notes"] == ["// switch_over + kv_migrate 3.50 ms"]

@@ -120,9 +120,18 @@ def test_fp8_gemm_is_faster_on_hopper_not_on_ampere() -> None:
 
 
 def test_plain_roofline_is_never_slower() -> None:
-    plain, fitted = plain_roofline(H100), CostModel(H100)
-    for k in get_runtime("vllm").prefill_chunk(QWEN, 1024, 0) + get_runtime("vllm").decode_step(QWEN, 4096):
-        assert plain.cost(k).time_us <= fitted.cost(k).time_us
+    """Per kernel for the analytic model; per stage where measured tables price it (a measured op's time is shared
+    among its kernels by their analytic times, so one share may undercut its own roofline, never the stage)."""
+    plain, fitted, measured = plain_roofline(H100), CostModel(H100, measured=False), CostModel(H100)
+    for ks in (get_runtime("vllm").prefill_chunk(QWEN, 1024, 0), get_runtime("vllm").decode_step(QWEN, 4096)):
+        stages: dict[str, list[float]] = {}
+        for k in ks:
+            assert plain.cost(k).time_us <= fitted.cost(k).time_us
+            both = stages.setdefault(k.stage, [0.0, 0.0])
+            both[0] += plain.cost(k).time_us
+            both[1] += measured.cost(k).time_us
+        for stage, (p, m) in stages.items():
+            assert p <= m, stage
 
 
 # -- attention efficiency (published FlashAttention figures, not the GEMM efficiency) ----------------------------
@@ -180,3 +189,46 @@ def test_attention_kernels_are_priced_with_the_attention_efficiency() -> None:
     assert 550 < achieved < 700  # FA3 territory, not the 0.81 x 989 = 800 TFLOP/s of a large GEMM
     a100 = CostModel(gpu("a100-80g-sxm"))
     assert cm.cost(attn).time_us < a100.cost(attn).time_us
+
+
+# -- measured where measured ------------------------------------------------------------------------------------------
+def test_a_kernel_a_table_covers_is_priced_from_it_and_says_so() -> None:
+    from dataclasses import replace
+
+    from layerscope.hardware import tables
+    from layerscope.runtime.kernels import GemmOp
+
+    h200 = gpu("h200")
+    qkv = next(k for k in get_runtime("vllm").prefill_chunk(QWEN, 1024, 0) if k.stage == "qkv_proj")
+    assert qkv.op == GemmOp(1024, 9216, 4096, "bf16")
+    c = CostModel(h200).cost(qkv)
+    hit = tables.price("h200", qkv.op)
+    assert c.source == "measured" and hit is not None and c.time_us == pytest.approx(hit.us)
+    assert c.table is not None and (c.table.system, c.table.backend, c.table.version) == ("h200_sxm", "vllm", "0.24.0")
+    assert c.table.file.endswith("gemm/vllm/0.24.0/gemm_perf.parquet") and c.parts["analytic_us"] > 0
+    analytic = CostModel(h200, measured=False).cost(qkv)
+    assert analytic.source == "analytic" and analytic.table is None
+    # a GPU with no table for the op: analytic, and labelled so
+    other = CostModel(replace(h200, name="h200-nvl")).cost(qkv)
+    assert other.source == "analytic" and other.table is None
+    # a shape past the measured grid: analytic
+    huge = next(k for k in get_runtime("vllm").prefill_chunk(QWEN, 40_000, 0) if k.stage == "qkv_proj")
+    assert CostModel(h200).cost(huge).source == "analytic"
+
+
+def test_the_kernels_an_op_times_together_share_its_measured_time() -> None:
+    from layerscope.hardware import tables
+    from layerscope.runtime.kernels import OpPart
+
+    h200 = gpu("h200")
+    ks = get_runtime("vllm").prefill_chunk(QWEN, 2048, 0)
+    experts = [k for k in ks if isinstance(k.op, OpPart)]
+    assert {k.stage for k in experts} == {"experts"} and len(experts) == 5  # align, gate_up, act, down, sum
+    costs = [CostModel(h200).cost(k) for k in experts]
+    assert all(c.source == "measured" for c in costs)
+    hit = tables.price("h200", experts[0].op.op)
+    assert hit is not None and sum(c.time_us for c in costs) == pytest.approx(hit.us)
+    assert sum(c.parts["share"] for c in costs) == pytest.approx(1.0)
+    # the router is not in the MoE rows: its GEMM is priced by itself
+    router = next(k for k in ks if k.stage == "router" and k.gemm is not None)
+    assert CostModel(h200).cost(router).source == "measured" and not isinstance(router.op, OpPart)

@@ -100,6 +100,21 @@ def test_a_scenario_with_a_deployment_that_does_not_fit_is_a_validation_error() 
     assert ok.deployment is not None and ok.deployment.moe_tp == 1 and ok.free_hbm_gib is None
 
 
+def test_free_hbm_beside_weights_that_leave_no_room_is_refused_naming_both() -> None:
+    serving = {"gpu": "h200", "workload": {"num_requests": 4, "input_len": 100, "output_len": 10}}
+    with pytest.raises(ValidationError, match=r"free_hbm_gib 4 GiB and 437.9 GiB of weights per GPU "
+                                              r"\(qwen3-235b-a22b at tp=1 in bf16\) exceed the 140.0 GiB of an h200: "
+                                              r"use deployment.tp>=4"):
+        ScenarioSpec(free_hbm_gib=4, **serving)
+    with pytest.raises(ValidationError, match="free_hbm_gib 90 GiB and 54.9 GiB of weights per GPU"):
+        ScenarioSpec(free_hbm_gib=90, deployment={"tp": 8}, **serving)
+    assert ScenarioSpec(free_hbm_gib=60, deployment={"tp": 8}, **serving).free_hbm_gib == 60
+    assert ScenarioSpec(free_hbm_gib=20, model="qwen3-30b-a3b", **serving).deployment is None  # 56.9 GiB fit
+    # a one-request run without a deployment is one layer; the article runtime is the article's layer
+    assert ScenarioSpec(gpu="h200", free_hbm_gib=60).free_hbm_gib == 60
+    assert ScenarioSpec(runtime="article", free_hbm_gib=60, **serving).runtime == "article"
+
+
 def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
     from layerscope.hardware.gpus import gpu as gpu_of
     from layerscope.runtime.plan import get_runtime

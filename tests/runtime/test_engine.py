@@ -135,7 +135,8 @@ def test_moe_experts_per_chunk_and_step() -> None:
     r = simulate(ScenarioSpec(**QWEN, prompt_len=8192, decode_steps=3))
     ex = [e for e in r.events if e.kind == "experts"]
     assert [e.phase for e in ex] == ["prefill", "prefill", "decode", "decode", "decode"]
-    assert ex[0].distinct_full > 127 and 7.9 < ex[-1].distinct_full <= 8.0  # 4096 tokens touch all; one token 8
+    # 4096 tokens touch nearly all (the default power-law routing leaves a few cold experts); one token 8
+    assert ex[0].distinct_full > 120 and 7.9 < ex[-1].distinct_full <= 8.0
     assert sum(ex[-1].counts) == 2  # one scaled token, top-2 of the tiny router
 
 

@@ -36,3 +36,18 @@ def test_copy_kernels_run_beside_compute() -> None:
     start = timing.copy(timing.cost(copy), 0.0, "decode")
     assert start == events[0].dur_us  # the copy engine was busy until then
     assert timing.cost(work) is timing.cost(work)  # memoised
+
+
+def test_kernel_events_say_where_their_price_comes_from() -> None:
+    events: list[Any] = []
+    timing = Timing(CostModel(gpu("h200")), events.append)
+    timing.launch(VllmRuntime().prefill_chunk(PRESETS["qwen3-235b-a22b"], 1024, 0), 0.0, "prefill")
+    by_stage = {e.stage: e for e in events}
+    assert by_stage["qkv_proj"].source == "measured"
+    assert by_stage["qkv_proj"].table.startswith(
+        "h200_sxm · vllm 0.24.0 · aiconfigurator_core/systems/data/h200_sxm/gemm/")
+    assert by_stage["input_norm"].source == "analytic" and by_stage["input_norm"].table == ""
+    events.clear()
+    Timing(CostModel(gpu("h200"), measured=False), events.append).launch(
+        VllmRuntime().prefill_chunk(PRESETS["qwen3-235b-a22b"], 1024, 0), 0.0, "prefill")
+    assert {e.source for e in events} == {"analytic"}

@@ -73,3 +73,18 @@ def test_loaded_carries_each_tour_steps_check_against_the_run(real: TestClient) 
     assert all(r["passed"] for r in checked)  # the preset's own claims hold in its own run
     launches = next(r for r in checked if r["metric"] == "num_attention_launches")
     assert launches["actual"] == 2
+
+
+def test_report_download_of_a_serving_pair_has_its_serving_figures(real: TestClient) -> None:
+    r = real.get("/api/report", params={"scenario": "serving-long-prompt-itl"})  # a dotted compare field: was 500
+    assert r.status_code == 200
+    for fid in ("requests", "step-mix", "latency-dist"):
+        assert f'id="fig-{fid}"' in r.text
+    assert "<h2>Deployment</h2>" in r.text
+
+
+def test_trace_download_of_a_pair_holds_both_runs(real: TestClient) -> None:
+    r = real.get("/api/trace", params={"scenario": "page-hint-jitter"})
+    assert r.status_code == 200
+    names = {e["pid"]: e["args"]["name"] for e in r.json()["traceEvents"] if e["name"] == "process_name"}
+    assert names[1].startswith("A: page-hint-jitter") and names[2].startswith("B: ")

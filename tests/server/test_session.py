@@ -73,6 +73,25 @@ def test_advance_caps_frame_size_without_skipping() -> None:
     assert [e for e in got if e["kind"] == "kernel"] == [e for e in run.events if e["kind"] == "kernel"]
 
 
+def test_playback_runs_to_the_end_of_the_longer_compare_run() -> None:
+    longer = {"label": "longer", "set": {"decode_steps": 120}}
+    spec = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40, compare=longer)
+    run = prepare(fake_simulate(spec))
+    other = run.result.compare
+    b_end = max(e.t_us + getattr(e, "dur_us", 0.0) for e in other.events)
+    assert b_end > run.duration_us * 1.5  # B is the longer run
+    pb = Playback(run, play_seconds=1.0, max_frame_events=10_000)
+    assert pb.end_us == b_end
+    pb.play(0.0)
+    pb.advance(0.5)
+    assert pb.t_us == pytest.approx(b_end / 2)  # the clock counts the longer run: half the wall time, half of B
+    pb.advance(5.0)
+    assert pb.at_end and pb.t_us == b_end  # past A's end, on to B's
+    while pb.step():
+        pass
+    assert pb.t_us == b_end
+
+
 def frame(events: list[dict[str, Any]]) -> tuple[float, list[dict[str, Any]]]:
     return events[-1]["t_us"], events
 

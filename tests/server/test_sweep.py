@@ -93,3 +93,28 @@ def test_a_real_grid_on_a_serving_preset() -> None:
     for p in body["points"]:
         assert p["summary"]["completed"] == 3 and p["output_throughput_per_gpu"] > 0 and p["median_tpot_ms"] > 0
     assert any(p["pareto"] for p in body["points"])
+
+
+@pytest.mark.parametrize("name", __import__("layerscope.scenario", fromlist=["preset_names"]).preset_names())
+def test_every_presets_own_grid_passes_the_work_check_and_runs(name: str) -> None:
+    """The grid a preset's sweep panel opens with is one POST /api/sweep accepts (the same check_grid, the
+    server's default work limit) and every point of it runs; a preset without a sweep hides the panel."""
+    from layerscope.scenario import load_preset
+    from layerscope.server.sweep import SweepBody, check_grid
+    from layerscope.sweep import run_grid
+
+    spec = load_preset(name)
+    if spec.sweep is None:
+        assert spec.workload is None or spec.workload.num_requests == 1  # every serving preset has a sweep
+        return
+    body = SweepBody(scenario=name, grid=spec.sweep.grid)
+    checked = check_grid(body, Settings().max_sim_work)  # raises HTTPException (422) where the server refuses
+    result = run_grid(checked, dict(spec.sweep.grid))
+    assert len(result["points"]) >= 2
+    for p in result["points"]:
+        assert "error" not in p, p
+        if spec.sweep.metric is None:
+            assert p["output_throughput_per_gpu"] > 0 and p["median_tpot_ms"] > 0
+        else:
+            assert p["summary"][spec.sweep.metric] > 0
+    assert any(p["pareto"] for p in result["points"]) or spec.sweep.metric is not None

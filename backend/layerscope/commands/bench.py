@@ -7,7 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layerscope.bench import COMPARED, compare, comparison_block, load_measured, parse_metrics, result_block
+from layerscope.bench import (
+    COMPARED,
+    FRONTEND_KEYS,
+    compare,
+    comparison_block,
+    load_measured,
+    parse_metrics,
+    result_block,
+)
 from layerscope.hardware.gpus import GPUS
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
 
@@ -16,7 +24,7 @@ HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its 
 RESULT_KEYS = (
     "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
     "output_throughput", "total_token_throughput", *(k for k in COMPARED if k.endswith("_ms")),
-    "num_preemptions", "prefix_cache_hit_rate",
+    "num_preemptions", "prefix_cache_hit_rate", *FRONTEND_KEYS,
 )
 
 
@@ -28,6 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=int, default=None, help="expert parallel size; MoE tensor parallel is tp / ep")
     p.add_argument("--weight-dtype", choices=("bf16", "fp8"), default=None)
     p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--engine", choices=("vllm", "sglang"), default=None,
+                   help="the engine imitated: its tokenizer, HTTP and SSE latency in TTFT (default vllm)")
     p.add_argument("--random-input-len", type=int, default=None, help="prompt tokens (vLLM default 1024)")
     p.add_argument("--random-output-len", type=int, default=None, help="output tokens (vLLM default 128)")
     p.add_argument("--random-range-ratio", type=float, default=None, help="lengths uniform in [L(1-r), L(1+r)]")
@@ -38,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-seqs", type=int, default=None, help="running requests at most")
     p.add_argument("--seed", type=int, default=None, help="lengths and arrivals (vLLM default 0)")
     p.add_argument("--workload-trace", default=None, metavar="FILE", help="CSV/JSONL trace of request sizes")
+    p.add_argument("--routing", default=None, metavar="ROUTING",
+                   help="expert routing: uniform, balanced, power_law:ALPHA or file:NAME.json (default power_law:0.7)")
     p.add_argument("--percentile-metrics", default="ttft,tpot,itl", help="sections printed (ttft,tpot,itl,e2el)")
     p.add_argument("--compare-to", default=None, metavar="FILE",
                    help="a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL: measured vs simulated")
@@ -52,7 +64,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
         if getattr(args, flag) is not None:
             over[field] = getattr(args, flag)
     dep = base.deployment.model_dump() if base.deployment is not None else {"tp": 8}
-    for flag in ("tp", "ep", "weight_dtype", "kv_dtype"):
+    for flag in ("tp", "ep", "weight_dtype", "kv_dtype", "engine"):
         if getattr(args, flag) is not None:
             dep[flag] = getattr(args, flag)
     over["deployment"] = dep
@@ -61,7 +73,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
     for flag, field in (("random_input_len", "input_len"), ("random_output_len", "output_len"),
                         ("random_range_ratio", "range_ratio"), ("num_prompts", "num_requests"),
                         ("max_concurrency", "max_concurrency"), ("request_rate", "request_rate"),
-                        ("seed", "seed"), ("workload_trace", "trace")):
+                        ("seed", "seed"), ("workload_trace", "trace"), ("routing", "routing")):
         if getattr(args, flag) is not None:
             work[field] = getattr(args, flag)
     over["workload"] = work
@@ -87,6 +99,7 @@ def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
         "gpu": spec.gpu,
         "tensor_parallel_size": spec.deployment.tp,
         "expert_parallel_size": spec.deployment.ep,
+        "engine": spec.deployment.engine,
     }
     out.update({k: summary[k] for k in RESULT_KEYS if k in summary})
     return out

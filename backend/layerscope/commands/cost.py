@@ -1,4 +1,5 @@
-"""`layerscope cost`: one layer's kernels for N new tokens, priced by the calibrated cost model."""
+"""`layerscope cost`: one layer's kernels for N new tokens, priced from the measured kernel tables where they cover a
+kernel and by the calibrated analytic model elsewhere (each kernel's `source` and `table` in --json)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPUS, gpu
 from layerscope.model.config import resolve
 from layerscope.runtime.plan import get_runtime, stage_costs
+from layerscope.runtime.vllm import VllmRuntime
 
 HELP = "one layer's kernels, FLOPs, bytes and time on a GPU (prefill chunk or decode step)"
 
@@ -29,6 +31,8 @@ def layer_cost(args: argparse.Namespace) -> dict:
     model = resolve(args.model)
     cost = CostModel(gpu(args.gpu))
     plan = get_runtime(args.runtime)
+    if isinstance(plan, VllmRuntime):
+        plan.arch = cost.gpu.arch  # the attention kernels vLLM runs on this GPU
     if args.phase == "prefill":
         tokens, context, batch = args.tokens or 4096, args.context or 0, 1
         if tokens < 1 or context < 0:
@@ -54,6 +58,7 @@ def layer_cost(args: argparse.Namespace) -> dict:
         }
         for s in stage_costs(kernels, cost)
     ]
+    priced = [cost.cost(k) for k in kernels]
     return {
         "model": model.name,
         "gpu": cost.gpu.name,
@@ -64,6 +69,11 @@ def layer_cost(args: argparse.Namespace) -> dict:
         "context": context,
         "batch": batch,
         "stages": stages,
+        "kernels": [
+            {"name": c.kernel.name, "stage": c.kernel.stage, "us": c.time_us, "source": c.source,
+             "table": c.table.as_dict() if c.table is not None else None}
+            for c in priced
+        ],
         "total_us": sum(s["time_us"] for s in stages),
     }
 
@@ -84,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
             f"  {s['bound']:8s} {_names(s['kernels'])}"
         )
     print(f"{'total':16s} {'':11s} {out['total_us']:10.1f}")
+    measured = sum(k["us"] for k in out["kernels"] if k["source"] == "measured")
+    print(f"measured tables price {measured / out['total_us']:.0%} of the time; the analytic model the rest")
     return 0
 
 

@@ -16,7 +16,8 @@ HELP = "sweep a scenario over a grid of fields (Pareto front of throughput per G
 def add_arguments(p: argparse.ArgumentParser) -> None:
     add_scenario_arguments(p)
     p.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
-                   help="a field (dotted for nested ones, e.g. deployment.tp=4,8) and its values (repeatable)")
+                   help="a field (dotted for nested ones, e.g. deployment.tp=4,8) and its values (repeatable); "
+                   "default: the scenario's sweep grid")
     p.add_argument("--chunk-sizes", default=None, help="comma-separated prefill chunk sizes (the prefill-only sweep)")
     p.add_argument("--jobs", type=int, default=1, help="local processes running grid points")
     p.add_argument("--ray", default=None, metavar="ADDRESS",
@@ -51,6 +52,8 @@ def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int]]:
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.scenario, args.set)
+    if not args.grid and not args.chunk_sizes and spec.sweep is not None:  # the scenario's own grid
+        args.grid = [f"{k}={','.join(str(v) for v in values)}" for k, values in spec.sweep.grid.items()]
     if args.grid:
         if args.chunk_sizes:
             raise ValueError("give --grid or --chunk-sizes, not both (chunk_size=... can be a --grid field)")

@@ -5,6 +5,7 @@ palette.js is an ES module whose body after `export default` is plain JSON; read
 
 from __future__ import annotations
 
+import colorsys
 import json
 from functools import cache
 from typing import Any
@@ -21,3 +22,12 @@ def palette(theme: str = "light") -> dict[str, dict[str, str]]:
     if theme not in themes:
         raise ValueError(f"unknown theme {theme!r}: one of {', '.join(themes)}")
     return themes[theme]
+
+
+def request_colour(request_id: int, theme: str = "light") -> str:
+    """A request's colour as the dashboard paints it (colors.js requestColor): a golden-angle hue inside the
+    palette's request range (which skips the error reds), as "#rrggbb"."""
+    p: Any = palette(theme)["request"]
+    hue = p["hue_start"] + (request_id * 137.508) % p["hue_span"]
+    r, g, b = colorsys.hls_to_rgb(hue / 360.0, p["lightness"], p["saturation"])
+    return "#" + "".join(f"{round(v * 255):02x}" for v in (r, g, b))

@@ -34,8 +34,12 @@ from layerscope.events import (
     PageFreeEvent,
     PageMigrateEvent,
     PhaseEvent,
+    RequestEvent,
+    StepEvent,
 )
 from layerscope.export.palette import palette
+from layerscope.runtime.deployment import scenario_placement
+from layerscope.server.overview import main_label
 from layerscope.tour import SimResultLike, format_value, tour_results
 
 GIB = 1024**3
@@ -100,7 +104,9 @@ def _kernel_hover(k: KernelEvent) -> str:
     )
 
 
-def memory_figure(result: SimResultLike) -> go.Figure:
+def memory_figure(result: SimResultLike) -> go.Figure | None:
+    if not any(isinstance(e, MemoryEvent) for e in result.events):
+        return None
     fig = go.Figure()
     for i, (label, run) in enumerate(_runs(result)):
         mem = [e for e in run.events if isinstance(e, MemoryEvent)]
@@ -117,7 +123,9 @@ def memory_figure(result: SimResultLike) -> go.Figure:
     return fig
 
 
-def latency_figure(result: SimResultLike) -> go.Figure:
+def latency_figure(result: SimResultLike) -> go.Figure | None:
+    if not any(isinstance(e, DecodeStepEvent) for _, run in _runs(result) for e in run.events):
+        return None
     fig = go.Figure()
     for i, (label, run) in enumerate(_runs(result)):
         steps = [e for e in run.events if isinstance(e, DecodeStepEvent)]
@@ -291,23 +299,190 @@ def numerics_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
+# -- serving runs ------------------------------------------------------------------------------------
+# the dashboard's lane colours: waiting in the other-tenant grey (the empty-cell grey is invisible on white)
+LANE_COLOURS = {"waiting": _P["cell"]["tenant"], "prefill": _P["phase"]["prefill"], "decode": _P["phase"]["decode"]}
+MAX_LANES = 256  # request rows drawn; a longer run shows its first 256 requests (the file stays small)
+
+
+def _serving_runs(result: SimResultLike) -> list[tuple[int, str, SimResultLike]]:
+    return [(i, label, run) for i, (label, run) in enumerate(_runs(result))
+            if any(isinstance(e, StepEvent) for e in run.events)]
+
+
+def _one_row_per_run(runs: list[tuple[int, str, SimResultLike]]) -> go.Figure:
+    return make_subplots(rows=len(runs), cols=1, subplot_titles=[f"run {'AB'[i]}: {label}" for i, label, _ in runs],
+                         vertical_spacing=0.14)
+
+
+def requests_figure(result: SimResultLike) -> go.Figure | None:
+    """One row per request and run: waiting (arrival to admission), prefill (to the first token), decode (to
+    finished), and its preemptions, in whole-model seconds."""
+    runs = _serving_runs(result)
+    if not runs:
+        return None
+    fig = _one_row_per_run(runs)
+    marked = False  # the preemption marks' legend entry, once
+    for row, (_, _, run) in enumerate(runs, start=1):
+        spans: dict[str, list[tuple[int, float, float]]] = {k: [] for k in LANE_COLOURS}
+        marks: list[tuple[int, float]] = []
+        open_at: dict[int, tuple[str, float]] = {}
+        for e in run.events:
+            if not isinstance(e, RequestEvent) or e.request_id >= MAX_LANES:
+                continue
+            state = {"arrive": "waiting", "scheduled": "prefill", "first_token": "decode", "preempted": "waiting"}
+            if e.request_id in open_at:
+                was, t0 = open_at.pop(e.request_id)
+                spans[was].append((e.request_id, t0, e.t_us))
+            if e.what == "preempted":
+                marks.append((e.request_id, e.t_us))
+            if e.what in state:
+                open_at[e.request_id] = (state[e.what], e.t_us)
+        for name, colour in LANE_COLOURS.items():
+            rows = spans[name]
+            fig.add_trace(go.Bar(
+                orientation="h", name=name, legendgroup=name, showlegend=row == 1, marker_color=colour,
+                base=[t0 / 1e6 for _, t0, _ in rows], x=[(t1 - t0) / 1e6 for _, t0, t1 in rows],
+                y=[rid for rid, _, _ in rows], marker_line_width=0,
+                hovertemplate=f"request %{{y}}: {name} %{{x:.3f}} s<extra></extra>",
+            ), row=row, col=1)  # fmt: skip
+        if marks:
+            fig.add_trace(go.Scatter(
+                x=[t / 1e6 for _, t in marks], y=[rid for rid, _ in marks], mode="markers", name="preempted",
+                legendgroup="preempted", showlegend=not marked,
+                marker={"symbol": "x", "color": _P["series"]["sla"], "size": 8},
+            ), row=row, col=1)  # fmt: skip
+            marked = True
+        fig.update_yaxes(title_text="request", autorange="reversed", row=row, col=1)
+        fig.update_xaxes(title_text="time (s, whole model)", row=row, col=1)
+    fig.update_layout(barmode="overlay", title="Request lanes", height=320 * len(runs))
+    return fig
+
+
+def stepmix_figure(result: SimResultLike) -> go.Figure | None:
+    """Per engine step: prefill tokens stacked on decode tokens against the token budget, per run."""
+    runs = _serving_runs(result)
+    if not runs:
+        return None
+    fig = _one_row_per_run(runs)
+    for row, (_, _, run) in enumerate(runs, start=1):
+        steps = [e for e in run.events if isinstance(e, StepEvent)]
+        x = [s.index for s in steps]
+        for name, values, colour in (("decode tokens", [s.decode_tokens for s in steps], _P["phase"]["decode"]),
+                                     ("prefill tokens", [s.prefill_tokens for s in steps], _P["phase"]["prefill"])):
+            fig.add_trace(go.Bar(x=x, y=values, name=name, legendgroup=name, showlegend=row == 1,
+                                 marker_color=colour, marker_line_width=0), row=row, col=1)  # fmt: skip
+        fig.add_trace(go.Scatter(x=x, y=[s.token_budget for s in steps], name="token budget", mode="lines",
+                                 legendgroup="budget", showlegend=row == 1,
+                                 line={"color": _P["series"]["threshold"], "dash": "dash"}),
+                      row=row, col=1)  # fmt: skip
+        fig.update_yaxes(title_text="tokens", row=row, col=1)
+        fig.update_xaxes(title_text="engine step", row=row, col=1)
+    fig.update_layout(barmode="stack", title="Step composition", height=300 * len(runs))
+    return fig
+
+
+def _token_times(events: Sequence[Any]) -> dict[int, tuple[float, list[float], float | None]]:
+    """Per request: arrival, its token times (whole model) and finish, replayed from the step events as
+    runtime/metrics.serving_metrics replays them (a token when a step brings its computed tokens to its known
+    tokens)."""
+    out: dict[int, tuple[float, list[float], float | None]] = {}
+    state: dict[int, list[Any]] = {}
+    for e in events:
+        if isinstance(e, StepEvent):
+            end = e.start_us + e.model_dur_us
+            for rid, n in zip(e.request_ids, e.num_tokens, strict=True):
+                st = state[rid]
+                st[0] += n
+                if st[0] == st[1]:
+                    st[2].append(end)
+                    st[1] = st[0] + 1
+        elif isinstance(e, RequestEvent):
+            if e.what == "arrive":
+                state[e.request_id] = [0, e.input_len, []]
+                out[e.request_id] = (e.t_us, state[e.request_id][2], None)
+            elif e.what in ("scheduled", "preempted"):
+                state[e.request_id][0] = e.num_computed_tokens
+            elif e.what == "finished":
+                arrive, tokens, _ = out[e.request_id]
+                out[e.request_id] = (arrive, tokens, e.t_us)
+    return out
+
+
+def latency_samples(events: Sequence[Any]) -> dict[str, list[float]]:
+    """TTFT, TPOT and ITL of the finished requests in ms, as vllm bench serve defines them."""
+    ttft, tpot, itl = [], [], []
+    for arrive, tokens, finished in _token_times(events).values():
+        if finished is None or not tokens:
+            continue
+        ttft.append((tokens[0] - arrive) / 1e3)
+        if len(tokens) > 1:
+            tpot.append((finished - tokens[0]) / 1e3 / (len(tokens) - 1))
+        itl.extend((b - a) / 1e3 for a, b in zip(tokens, tokens[1:], strict=False))
+    return {"TTFT": ttft, "TPOT": tpot, "ITL": itl}
+
+
+def latency_dist_figure(result: SimResultLike) -> go.Figure | None:
+    """Histograms of TTFT, TPOT and ITL per run, p50 and p99 marked, the SLA on TPOT and ITL."""
+    runs = _serving_runs(result)
+    if not runs:
+        return None
+    names = ("TTFT", "TPOT", "ITL")
+    fig = make_subplots(rows=1, cols=3, subplot_titles=[f"{n} (ms, whole model)" for n in names])
+    for i, label, run in runs:
+        samples = latency_samples(run.events)
+        for col, name in enumerate(names, start=1):
+            values = sorted(samples[name])
+            if not values:
+                continue
+            fig.add_trace(go.Histogram(x=values, name=f"run {'AB'[i]}: {label}", legendgroup=str(i),
+                                       showlegend=col == 1, marker_color=_run_colour(i), opacity=0.6,
+                                       nbinsx=40), row=1, col=col)  # fmt: skip
+            for q, dash in ((0.5, "dot"), (0.99, "dash")):
+                fig.add_vline(x=_quantile(values, q), line_dash=dash, line_color=_run_colour(i), row=1, col=col,
+                              annotation_text=f"{'AB'[i]} p{round(q * 100)}", annotation_font_size=10)
+    for col in (2, 3):
+        fig.add_vline(x=result.spec.sla_ms, line_color=_P["series"]["sla"], row=1, col=col, annotation_text="SLA")
+    fig.update_yaxes(title_text="count", row=1, col=1)
+    fig.update_layout(barmode="overlay", title="Latency distributions (finished requests)")
+    return fig
+
+
+def _deployment_html(result: SimResultLike) -> str:
+    """Per run: what one GPU holds and the KV cache that leaves, as vLLM's startup log prints it."""
+    parts = []
+    for i, (label, run) in enumerate(_runs(result)):
+        placement = scenario_placement(run.spec) if run.spec.deployment is not None else None
+        if placement is None:
+            continue
+        d = run.spec.deployment
+        head = (f"run {'AB'[i]}: {label}: {placement.num_gpus} x {placement.gpu}, tp {d.tp}, ep {d.ep}, "
+                f"{d.weight_dtype} weights, {d.kv_dtype} KV, gpu_memory_utilization {d.gpu_memory_utilization:g}")
+        rows = [(k, v) for k, v in placement.per_gpu().items()]
+        log = "<br>".join(html.escape(line) for line in placement.log_lines())
+        parts.append(f"<h3>{html.escape(head)}</h3>{_table(('per GPU', 'value'), rows)}<pre>{log}</pre>")
+    return "".join(parts)
+
+
 def figures(result: SimResultLike) -> list[tuple[str, str, go.Figure]]:
-    """(id, caption, figure) in report order; figures a run cannot show are left out."""
-    out = [
-        ("timeline", "Kernels of one layer on the simulated GPU time axis.", timeline_figure(result)),
-        ("memory", "HBM used, free and the largest free run (fragmentation).", memory_figure(result)),
-        ("latency", "Whole-model decode step latency against the SLA.", latency_figure(result)),
-        ("stages", "Where a layer's time goes, per phase.", stages_figure(result)),
+    """(id, caption, figure) in report order; figures a run cannot show (no events of theirs) are left out."""
+    candidates: list[tuple[str, str, Any]] = [
+        ("requests", "Each request's wait, prefill and decode, and its preemptions.", requests_figure),
+        ("step-mix", "What each engine step carried against its token budget.", stepmix_figure),
+        ("latency-dist", "TTFT, TPOT and ITL of the finished requests, p50 and p99 marked.", latency_dist_figure),
+        ("timeline", "Kernels of one layer on the simulated GPU time axis.", timeline_figure),
+        ("memory", "HBM used, free and the largest free run (fragmentation).", memory_figure),
+        ("latency", "Whole-model decode step latency against the SLA.", latency_figure),
+        ("stages", "Where a layer's time goes, per phase.", stages_figure),
+        ("banks", "The bank map at key moments.", banks_figure),
+        ("experts", "Expert routing per step.", experts_figure),
+        ("numerics", "How far the numbers drift, and when faults strike.", numerics_figure),
     ]
-    banks = banks_figure(result)
-    if banks is not None:
-        out.append(("banks", "The bank map at key moments.", banks))
-    experts = experts_figure(result)
-    if experts is not None:
-        out.append(("experts", "Expert routing per step.", experts))
-    numerics = numerics_figure(result)
-    if numerics is not None:
-        out.append(("numerics", "How far the numbers drift, and when faults strike.", numerics))
+    out = []
+    for fid, caption, make in candidates:
+        fig = make(result)
+        if fig is not None and fig.data:
+            out.append((fid, caption, fig))
     return out
 
 
@@ -317,8 +492,7 @@ def _runs(result: SimResultLike) -> list[tuple[str, SimResultLike]]:
     spec = result.spec
     if result.compare is None or spec.compare is None:
         return [(spec.name, result)]
-    varied = ", ".join(f"{k}={getattr(spec, k)}" for k in spec.compare.set) or spec.name
-    return [(varied, result), (spec.compare.label, result.compare)]
+    return [(main_label(spec), result), (spec.compare.label, result.compare)]
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[Any]], cls: str = "") -> str:
@@ -377,17 +551,49 @@ def _tour_html(result: SimResultLike) -> str:
 
 
 def _claims_html(result: SimResultLike) -> str:
+    """The claims that concern the run, the rest folded under a <details> (as the dashboard's panel), after a
+    serving run's SLO figures."""
     rows = build_claims(result)
     header = ("claim", "stated", "simulated", "this run", "unit", "verdict", "setting", "explanation")
-    body = []
-    for r in rows:
-        cls = {"consistent": "ok", "off": "off"}.get(r["verdict"], "na")
-        verdict = r["verdict"] + (f" ({r['factor']:.3g}x)" if r.get("factor") else "")
-        cells = [r["claim"], r["stated"], r["simulated"], r.get("run"), r["unit"], verdict, r.get("setting", ""),
-                 r["explanation"]]
-        body.append(f'<tr class="{cls}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{h}</th>" for h in header)
-    return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+    def table(chosen: list[dict[str, Any]]) -> str:
+        body = []
+        for r in chosen:
+            cls = {"consistent": "ok", "off": "off"}.get(r["verdict"], "na")
+            verdict = r["verdict"] + (f" ({r['factor']:.3g}x)" if r.get("factor") else "")
+            cells = [r["claim"], r["stated"], r["simulated"], r.get("run"), r["unit"], verdict, r.get("setting", ""),
+                     r["explanation"]]
+            body.append(f'<tr class="{cls}">' + "".join(f"<td>{_cell(c)}</td>" for c in cells) + "</tr>")
+        head = "".join(f"<th>{h}</th>" for h in header)
+        return f'<table class="claims"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+    mine = [r for r in rows if r.get("concerns", True)]
+    rest = [r for r in rows if not r.get("concerns", True)]
+    out = _slo_html(result)
+    out += table(mine) if mine else "<p>None of the article's figures concerns this run.</p>"
+    if rest:
+        out += f"<details><summary>{len(rest)} claims this run does not exercise</summary>{table(rest)}</details>"
+    return out
+
+
+SLO = (("ttft", "TTFT", False), ("tpot", "TPOT", True), ("itl", "ITL", True))
+
+
+def _slo_html(result: SimResultLike) -> str:
+    """A serving run's TTFT, TPOT and ITL p50 / p99 (ms, whole model) of each run against sla_ms (TPOT, ITL)."""
+    runs = [(label, run) for label, run in _runs(result) if "median_ttft_ms" in run.summary]
+    if not runs:
+        return ""
+    sla = result.spec.sla_ms
+    header = ["ms", *(f"{label}: {q}" for label, _ in runs for q in ("p50", "p99")), "SLA"]
+    rows = []
+    for key, name, bound in SLO:
+        cells: list[Any] = [name]
+        for _, run in runs:
+            cells += [run.summary.get(f"median_{key}_ms"), run.summary.get(f"p99_{key}_ms")]
+        cells.append(f"<= {sla:g}" if bound else "-")
+        rows.append(cells)
+    return "<h3>SLO figures (whole model, simulated at full size)</h3>" + _table(header, rows, "slo")
 
 
 _CSS = """
@@ -417,9 +623,12 @@ def build_report(result: SimResultLike) -> str:
     """One self-contained HTML document for a run (and its compare run, if any)."""
     spec = result.spec
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")
+    deployment = _deployment_html(result)
     figs = []
     for fid, caption, fig in figures(result):
-        fig.update_layout(template="plotly_white", height=420 if fid != "banks" else 460)
+        fig.update_layout(template="plotly_white")
+        if fig.layout.height is None:
+            fig.update_layout(height=420 if fid != "banks" else 460)
         div = pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG, div_id=f"fig-{fid}")
         figs.append(f'<section class="figure" id="{fid}"><h3>{html.escape(caption)}</h3>{div}</section>')
     return f"""<!DOCTYPE html>
@@ -432,6 +641,7 @@ def build_report(result: SimResultLike) -> str:
 <h2>Guided tour</h2>{_tour_html(result)}
 <h2>Claims: the article's figures beside this run</h2>{_claims_html(result)}
 <h2>Figures</h2>{"".join(figs)}
+{f"<h2>Deployment</h2>{deployment}" if deployment else ""}
 <h2>Settings</h2>{_settings_html(result)}
 <h2>Summary figures</h2>{_summary_html(result)}
 </body></html>

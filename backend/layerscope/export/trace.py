@@ -1,10 +1,11 @@
 """Chrome / Perfetto trace JSON from a simulation: open it at ui.perfetto.dev (or chrome://tracing).
 
-    pid 1 "<scenario> (one layer, simulated µs)"
+    pid 1 "A: <scenario> (one layer, simulated µs)"
       tid per stream        ph "X"  kernels (ts = start_us, dur = dur_us), args: stage, bytes, bound, ...
       tid "events"          ph "i"  migrations, evictions, allocation failures, faults, phases (instants)
     counters (ph "C")       HBM used (GiB), bank occupancy (pages per bank), decode step latency (µs)
     ph "M"                  process and thread names, thread order
+    pid 2 "B: <compare label> (...)"   the same for the compare run of a comparison preset (its own clock from 0)
 
 Times are the simulator's: one decoder layer's simulated time in microseconds, at full model size.
 """
@@ -16,38 +17,48 @@ from typing import Any
 
 from layerscope.runtime.chunks import GIB
 
-PID = 1
+PID = 1  # run A; the compare run (B) is PID + 1
 STREAM_ORDER = ("compute", "decode_fused", "copy")
 
 
 def to_perfetto(result: Any) -> dict[str, Any]:
-    """The trace as a dict ({"traceEvents": [...], ...}); `result` is a runtime.engine.SimResult."""
+    """The trace as a dict ({"traceEvents": [...], ...}); `result` is a runtime.engine.SimResult. A comparison's
+    compare run is a second process (B) beside the main run (A), each on its own clock from 0."""
+    out = _run_events(result, PID, f"A: {result.spec.name}")
+    compare = getattr(result, "compare", None)
+    if compare is not None:
+        label = result.spec.compare.label if result.spec.compare is not None else compare.spec.name
+        out += _run_events(compare, PID + 1, f"B: {label}")
+    other: dict[str, Any] = {"scenario": result.spec.name, "model": result.spec.model, "runtime": result.spec.runtime,
+                             "gpu": result.spec.gpu, "clock": "one decoder layer, simulated microseconds"}
+    if compare is not None:
+        other["compare"] = {"pid": PID + 1, "model": compare.spec.model, "runtime": compare.spec.runtime,
+                            "gpu": compare.spec.gpu}
+    return {"traceEvents": out, "displayTimeUnit": "ms", "otherData": other}
+
+
+def _run_events(result: Any, pid: int, name: str) -> list[dict[str, Any]]:
     events = result.events
-    streams = _streams(events)
-    tids = {s: i + 1 for i, s in enumerate(streams)}
+    tids = {s: i + 1 for i, s in enumerate(_streams(events))}
     instants_tid = len(tids) + 1
-    out: list[dict[str, Any]] = _metadata(result.spec.name, tids, instants_tid)
+    out: list[dict[str, Any]] = _metadata(name, pid, tids, instants_tid)
     for e in events:
         kind = e.kind
         if kind == "kernel":
-            out.append(_slice(e, tids[e.stream]))
+            out.append(_slice(e, pid, tids[e.stream]))
         elif kind == "memory":
-            out.append(_counter("HBM used (GiB)", e.t_us, {"used": e.hbm_used_bytes / GIB,
-                                                            "kv": e.kv_bytes / GIB,
-                                                            "activations": e.activation_bytes / GIB}))
+            out.append(_counter("HBM used (GiB)", pid, e.t_us, {"used": e.hbm_used_bytes / GIB,
+                                                                 "kv": e.kv_bytes / GIB,
+                                                                 "activations": e.activation_bytes / GIB}))
         elif kind == "banks":
-            out.append(_counter("bank occupancy (pages)", e.t_us, {f"bank{b:02d}": n for b, n in enumerate(e.used)}))
+            out.append(_counter("bank occupancy (pages)", pid, e.t_us,
+                                {f"bank{b:02d}": n for b, n in enumerate(e.used)}))
         elif kind == "decode_step":
-            out.append(_counter("decode step latency (us)", e.t_us, {"layer": e.latency_us,
-                                                                     "model": e.model_latency_us}))
+            out.append(_counter("decode step latency (us)", pid, e.t_us, {"layer": e.latency_us,
+                                                                          "model": e.model_latency_us}))
         elif kind in ("page_migrate", "page_evict", "alloc_fail", "fault", "phase", "crc", "chunk"):
-            out.append(_instant(e, instants_tid))
-    return {
-        "traceEvents": out,
-        "displayTimeUnit": "ms",
-        "otherData": {"scenario": result.spec.name, "model": result.spec.model, "runtime": result.spec.runtime,
-                      "gpu": result.spec.gpu, "clock": "one decoder layer, simulated microseconds"},
-    }
+            out.append(_instant(e, pid, instants_tid))
+    return out
 
 
 def to_json(result: Any) -> str:
@@ -60,18 +71,19 @@ def _streams(events: list[Any]) -> list[str]:
     return known + sorted(seen - set(known))
 
 
-def _metadata(name: str, tids: dict[str, int], instants_tid: int) -> list[dict[str, Any]]:
+def _metadata(name: str, pid: int, tids: dict[str, int], instants_tid: int) -> list[dict[str, Any]]:
     meta: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": PID, "tid": 0,
+        {"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
          "args": {"name": f"{name} (one layer, simulated us)"}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": pid}},
     ]
     for stream, tid in [*tids.items(), ("events", instants_tid)]:
-        meta.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": tid, "args": {"name": stream}})
-        meta.append({"ph": "M", "name": "thread_sort_index", "pid": PID, "tid": tid, "args": {"sort_index": tid}})
+        meta.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": stream}})
+        meta.append({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}})
     return meta
 
 
-def _slice(e: Any, tid: int) -> dict[str, Any]:
+def _slice(e: Any, pid: int, tid: int) -> dict[str, Any]:
     args: dict[str, Any] = {"stage": e.stage, "phase": e.phase, "bound": e.bound, "flops": e.flops,
                             "bytes": e.bytes, "hbm_util": round(e.hbm_util, 4), "l2_hit": round(e.l2_hit, 4)}
     if e.chunk is not None:
@@ -80,15 +92,18 @@ def _slice(e: Any, tid: int) -> dict[str, Any]:
         args["step"] = e.step
     if e.shapes:
         args["shapes"] = e.shapes
+    args["source"] = e.source  # measured (a measured kernel table) or analytic (the roofline model)
+    if e.table:
+        args["table"] = e.table
     return {"ph": "X", "name": e.name, "cat": e.stage_kind, "ts": e.start_us, "dur": e.dur_us,
-            "pid": PID, "tid": tid, "args": args}
+            "pid": pid, "tid": tid, "args": args}
 
 
-def _counter(name: str, ts: float, values: dict[str, float]) -> dict[str, Any]:
-    return {"ph": "C", "name": name, "ts": ts, "pid": PID, "tid": 0, "args": values}
+def _counter(name: str, pid: int, ts: float, values: dict[str, float]) -> dict[str, Any]:
+    return {"ph": "C", "name": name, "ts": ts, "pid": pid, "tid": 0, "args": values}
 
 
-def _instant(e: Any, tid: int) -> dict[str, Any]:
+def _instant(e: Any, pid: int, tid: int) -> dict[str, Any]:
     data = e.model_dump(mode="json", exclude={"t_us"})
     kind = data.pop("kind")
     label = {
@@ -103,7 +118,7 @@ def _instant(e: Any, tid: int) -> dict[str, Any]:
     scope = "g" if kind in ("phase", "fault") else "t"
     if kind == "chunk":  # page lists can be long; the count is what a trace reader wants
         data["pages"] = len(e.pages)
-    return {"ph": "i", "s": scope, "name": label, "cat": kind, "ts": e.t_us, "pid": PID, "tid": tid,
+    return {"ph": "i", "s": scope, "name": label, "cat": kind, "ts": e.t_us, "pid": pid, "tid": tid,
             "args": _finite(data)}
 
 

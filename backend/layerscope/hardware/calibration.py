@@ -142,7 +142,7 @@ def features(samples: list[Sample]) -> Features:
     models: dict[str, CostModel] = {}
     rows = []
     for s in samples:
-        m = models.setdefault(s.gpu, CostModel(gpu(s.gpu), _UNIT))
+        m = models.setdefault(s.gpu, CostModel(gpu(s.gpu), _UNIT, measured=False))
         comp = m.compute_us(s.kernel)
         tensor = s.kernel.kind in ("gemm", "moe", "attention")
         mem, _ = m.memory_us(s.kernel, DEFAULT_ENV)
@@ -280,7 +280,7 @@ def _plain_errors(samples: list[Sample]) -> np.ndarray:
     models: dict[str, CostModel] = {}
     pred = []
     for s in samples:
-        m = models.setdefault(s.gpu, CostModel(gpu(s.gpu), PLAIN, tiled=False))
+        m = models.setdefault(s.gpu, CostModel(gpu(s.gpu), PLAIN, tiled=False, measured=False))
         pred.append(m.cost(s.kernel).time_us)
     meas = np.array([s.measured_us for s in samples])
     return np.abs(np.array(pred) / meas - 1.0)

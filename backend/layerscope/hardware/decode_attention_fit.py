@@ -67,7 +67,7 @@ def _terms(benches: list[DecodeBenchmark], ctas_per_sm: int) -> tuple[np.ndarray
     occupancy), the measured time; and the overlap constant."""
     fixed, comp, mem, meas = [], [], [], []
     for b in benches:
-        unit = CostModel(b.gpu, decode_attention=DecodeAttentionConstants(0.0, 1.0, ctas_per_sm))
+        unit = CostModel(b.gpu, decode_attention=DecodeAttentionConstants(0.0, 1.0, ctas_per_sm), measured=False)
         for ctx, us in sorted(b.times_us.items()):
             kc = unit.cost(call_kernel(b, ctx))
             fixed.append(kc.parts["launch_us"])

@@ -86,7 +86,7 @@ def _terms(benches: list[MoeBenchmark]) -> tuple[np.ndarray, np.ndarray, np.ndar
     fixed, comp, mem, meas = [], [], [], []
     n_fused = 0
     for b in benches:
-        plain = CostModel(b.gpu, fused_moe=FusedMoeConstants(setup_us=0.0, stream_eff=1.0))
+        plain = CostModel(b.gpu, fused_moe=FusedMoeConstants(setup_us=0.0, stream_eff=1.0), measured=False)
         for tokens, us in sorted(b.times_us.items()):
             f, c, m = 0.0, [], []
             for k in call_kernels(b, tokens):

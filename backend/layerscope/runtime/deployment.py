@@ -343,6 +343,34 @@ def deployment_summary(spec: ScenarioSpec, placement: Placement | None) -> dict[
 
 def check_scenario(spec: ScenarioSpec) -> None:
     """Raise ValueError (a validation error) if the scenario's deployment cannot run."""
-    if spec.runtime != "vllm":
-        raise DeploymentError("a deployment shards the real model: it needs runtime vllm")
-    scenario_placement(spec)
+    if spec.deployment is not None:
+        if spec.runtime != "vllm":
+            raise DeploymentError("a deployment shards the real model: it needs runtime vllm")
+        scenario_placement(spec)
+    check_free_hbm(spec)
+
+
+def check_free_hbm(spec: ScenarioSpec) -> None:
+    """free_hbm_gib of a deployment, or of a serving run (whole-model times: one GPU at tp 1 when it names no
+    deployment), must fit beside the weights on that GPU: a pool the weights leave no room for is refused like
+    any deployment that does not fit, naming both figures. A one-request run without a deployment is a study
+    of one layer, and the article runtime the article's layer, not a vLLM deployment: both keep free_hbm_gib
+    as given."""
+    if spec.free_hbm_gib is None or spec.runtime != "vllm" or (spec.deployment is None and spec.workload is None):
+        return
+    from layerscope.scenario import DeploymentSpec
+
+    model, gpu = PRESETS[spec.model], gpu_preset(spec.gpu)
+    dep = spec.deployment or DeploymentSpec()
+    weights = weight_bytes_per_gpu(model, shard(model, dep))
+    free = spec.free_hbm_gib * GiB
+    if weights + free > gpu.memory_bytes:
+        where = f"{model.name} at tp={dep.tp} in {dep.weight_dtype}"
+        room = [tp for tp in (2, 4, 8) if tp > dep.tp and not model.num_attention_heads % tp
+                and weight_bytes_per_gpu(model, shard(model, dep.model_copy(update={"tp": tp, "ep": 1}))) + free
+                <= gpu.memory_bytes]
+        advice = f"use deployment.tp>={room[0]} or lower free_hbm_gib" if room else "lower free_hbm_gib"
+        raise DeploymentError(
+            f"free_hbm_gib {spec.free_hbm_gib:g} GiB and {weights / GiB:.1f} GiB of weights per GPU ({where}) "
+            f"exceed the {gpu.memory_bytes / GiB:.1f} GiB of an {gpu.name}: {advice}"
+        )

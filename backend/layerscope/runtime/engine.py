@@ -39,7 +39,7 @@ from layerscope.events import (
     SummaryEvent,
     Topology,
 )
-from layerscope.hardware.cost import CostModel, expected_distinct_experts
+from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
 from layerscope.runtime import actions
@@ -57,6 +57,7 @@ from layerscope.runtime.kv.manager import FOREIGN, SEQ, KVManager
 from layerscope.runtime.kv.walk import cross_bank_reads, walk_penalty
 from layerscope.runtime.partial_eviction import PartialEviction
 from layerscope.runtime.plan import workspace_bytes
+from layerscope.runtime.routing import scenario_traffic
 from layerscope.runtime.shadow import NumericShadow, ShadowResult
 from layerscope.runtime.sharded import deployed, step_extras
 from layerscope.runtime.summary import summarize
@@ -145,6 +146,7 @@ class _Engine:
         self.full_model = PRESETS[spec.model]
         self.placement = scenario_placement(spec)
         self.plan, self.model = deployed(spec)
+        self.traffic = scenario_traffic(spec, PRESETS[spec.model])  # the routing the MoE runs with
         self.rng = np.random.default_rng(spec.seed)
         self.page_size = spec.effective_page_size
         self.free_start = kv_pool_bytes(spec, self.placement)
@@ -608,12 +610,12 @@ class _Engine:
             return
         if counts is None:  # numerics off: the scaled router alone on as many scaled tokens
             counts = self.router.counts(min(full_tokens, 256) if phase == "prefill" else 1)
-        m = self.model
+        if self.traffic is None:  # a dense model has no experts to count
+            return
         self._emit(ExpertsEvent(t_us=at, phase=phase, step=step, chunk=chunk,  # type: ignore[arg-type]
                                 scaled_model=self.spec.numerics_model, counts=counts,
-                                distinct_full=expected_distinct_experts(full_tokens, m.num_experts,
-                                                                        m.num_experts_per_tok),
-                                assumed="balanced"))
+                                distinct_full=self.traffic.distinct(full_tokens),
+                                assumed=self.traffic.routing.assumed))  # type: ignore[arg-type]
 
     # == time and memory ============================================================================
     def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:

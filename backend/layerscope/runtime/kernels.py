@@ -8,6 +8,7 @@ from typing import Literal
 StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead", "collective"]
 Bound = Literal["compute", "memory", "latency"]
 Scope = Literal["layer", "model"]
+Source = Literal["measured", "analytic"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,85 @@ class AttentionShape:
     # the cost model sizes its grid from them (hardware/cost.py decode_attention_ctas). 0: not a paged decode
     batch: int = 1
     kv_heads: int = 0
+
+
+# -- what a measured table is looked up by (hardware/tables); the fields are `layerscope kernel`'s spec fields --------
+@dataclass(frozen=True)
+class GemmOp:
+    m: int
+    n: int
+    k: int
+    dtype: str = "bf16"  # bf16 | fp8 (per-tensor scales) | fp8_block (128x128 weight blocks, 1x128 activation groups)
+    op = "gemm"
+
+
+@dataclass(frozen=True)
+class MoeOp:
+    """The routed experts of one MoE layer on one GPU, with their align/sort and sum, without the router: the whole
+    model's sizes and the deployment's split (moe_tp x ep GPUs)."""
+
+    tokens: int
+    hidden: int
+    inter: int
+    experts: int
+    topk: int
+    moe_tp: int = 1
+    ep: int = 1
+    dtype: str = "bf16"  # bf16 | fp8_block
+    routing: str = "uniform"  # balanced | uniform | power_law:ALPHA (hardware/cost.py busiest_rank_rows)
+    op = "moe"
+
+
+@dataclass(frozen=True)
+class ContextAttentionOp:
+    batch: int
+    seq_len: int
+    prefix_len: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    kv_dtype: str = "bf16"
+    op = "context_attention"
+
+
+@dataclass(frozen=True)
+class DecodeAttentionOp:
+    batch: int
+    kv_len: int
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    kv_dtype: str = "bf16"
+    op = "decode_attention"
+
+
+@dataclass(frozen=True)
+class AllReduceOp:
+    gpus: int
+    bytes: float
+    impl: str = "custom"  # custom (vLLM's custom all-reduce under CUDA graphs) | custom_eager | nccl
+    op = "all_reduce"
+
+
+@dataclass(frozen=True)
+class AllToAllOp:
+    gpus: int
+    bytes: float
+    op = "all_to_all"
+
+
+Op = GemmOp | MoeOp | ContextAttentionOp | DecodeAttentionOp | AllReduceOp | AllToAllOp
+
+
+@dataclass(frozen=True)
+class OpPart:
+    """A kernel that is one of several a measured op times together (the fused MoE's align, GEMMs, activation and
+    sum; a block-fp8 GEMM's input quantization and GEMM): the op's measured time is shared among `kernels` in
+    proportion to their analytic times; this kernel is kernels[index]."""
+
+    op: Op
+    kernels: tuple[Kernel, ...]
+    index: int
 
 
 @dataclass(frozen=True)
@@ -54,6 +134,9 @@ class Kernel:
     ctas: int = 0  # thread blocks in the grid; 0 = enough to fill every SM. Fewer blocks than SMs get their SMs' share
     attn: AttentionShape | None = None  # attention kernels: priced with the published flash-attention efficiency
     scope: Scope = "layer"  # "model": paid once per model step (embedding lookup, switch-over), not once per layer
+    # what a measured table prices it by (hardware/tables); None: the analytic model only. An OpPart: one of the
+    # kernels that op times together
+    op: Op | OpPart | None = None
 
 
 @dataclass(frozen=True)
@@ -74,3 +157,24 @@ class KernelCost:
     hbm_util: float  # achieved HBM bandwidth / peak, 0..1
     l2_hit: float  # fraction of bytes served from L2, 0..1
     parts: dict[str, float] = field(default_factory=dict)  # e.g. {"compute_us":..., "memory_us":..., "launch_us":...}
+    source: Source = "analytic"  # measured: from a measured table (hardware/tables); analytic: the roofline model
+    table: TableRef | None = None  # the measured table it came from
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where a measured price comes from: aiconfigurator-core's table for a system, backend and version, and the
+    parquet file (within aiconfigurator_core/) its rows were extracted from (hardware/data/aic/manifest.json)."""
+
+    system: str  # h100_sxm, h200_sxm, b200_sxm, a100_sxm
+    backend: str  # vllm | nccl | vllm+nccl
+    version: str
+    file: str  # aiconfigurator_core/systems/data/<system>/<op>/<backend>/<version>/<table>.parquet
+    kernel: str = ""  # the kernel source the rows were measured with (torch.nn.functional.linear, vllm_flash_attn_fa3)
+
+    def label(self) -> str:
+        return f"{self.system} · {self.backend} {self.version} · {self.file} · {self.kernel}"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"system": self.system, "backend": self.backend, "version": self.version, "file": self.file,
+                "kernel": self.kernel}

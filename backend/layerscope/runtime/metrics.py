@@ -8,7 +8,8 @@
 Token times are replayed from the step events: a request samples a token at the end of every step that
 brings its computed tokens up to its known tokens (prompt + output so far); its `scheduled` event (prefix-cache
 hits) and `preempted` event (0: recompute) set its computed tokens. Times are whole-model (step start +
-model_dur_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
+model_dur_us), plus what lies between the client and the engine (tokenizer, HTTP, SSE: the arrive event's
+frontend_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class _Req:
     arrive_us: float
     input_len: int
     output_len: int
+    frontend_us: float = 0.0  # the client sees every token this much later than the engine samples it
     token_us: list[float] = field(default_factory=list)
     finished_us: float | None = None
 
@@ -43,10 +45,12 @@ class ServingMetrics:
         self.preemptions = 0
 
     def arrive(self, rid: int, t_us: float, input_len: int, output_len: int,
-               token_us: list[float] | None = None) -> None:
+               token_us: list[float] | None = None, frontend_us: float = 0.0) -> None:
         """`token_us`: the list the engine appends the request's token times to itself (a summary-only run, which
-        knows which requests sampled a token each step), instead of step() replaying them."""
-        r = self.reqs[rid] = _Req(t_us, input_len, output_len, token_us if token_us is not None else [])
+        knows which requests sampled a token each step), instead of step() replaying them. `frontend_us`: what
+        lies between the client and the engine (the arrive event's)."""
+        r = self.reqs[rid] = _Req(t_us, input_len, output_len, frontend_us,
+                                  token_us if token_us is not None else [])
         self.state[rid] = [0, input_len, r.token_us]
 
     def computed(self, rid: int, num_computed_tokens: int, preempted: bool) -> None:
@@ -76,7 +80,8 @@ class ServingMetrics:
             elif kind == "request":
                 what = e.what
                 if what == "arrive":
-                    self.arrive(e.request_id, e.t_us, e.input_len, e.output_len)
+                    self.arrive(e.request_id, e.t_us, e.input_len, e.output_len,
+                                frontend_us=getattr(e, "frontend_us", 0.0))
                 elif what in ("scheduled", "preempted"):
                     self.computed(e.request_id, e.num_computed_tokens, what == "preempted")
                 elif what == "finished":
@@ -86,6 +91,10 @@ class ServingMetrics:
     def figures(self) -> dict[str, float | int]:
         reqs = self.reqs
         done = [r for r in reqs.values() if r.finished_us is not None]
+        for r in done:
+            if r.frontend_us:  # the client sees every token (and the end) that much later than the engine
+                r.token_us = [t + r.frontend_us for t in r.token_us]
+                r.finished_us = r.finished_us + r.frontend_us  # type: ignore[operator]
         ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
         e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
         tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True)

@@ -41,8 +41,9 @@ from layerscope.events import (
     SummaryEvent,
     trusted_event,
 )
-from layerscope.hardware.cost import CostModel, expected_distinct_experts
+from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
 from layerscope.runtime.deployment import (
     deployment_event,
@@ -51,6 +52,7 @@ from layerscope.runtime.deployment import (
     pool_workspace_bytes,
     scenario_placement,
 )
+from layerscope.runtime.frontend_latency import frontend_for, lagged_arrival
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
@@ -58,6 +60,7 @@ from layerscope.runtime.kv.manager import KVManager
 from layerscope.runtime.metrics import ServingMetrics, serving_metrics
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
+from layerscope.runtime.routing import scenario_traffic
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
 from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.sharded import ShardedRuntime, deployed
@@ -103,6 +106,8 @@ class ServingEngine:
         # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
         self.placement = scenario_placement(spec)
         self.plan, self.model = deployed(spec)
+        self.traffic = scenario_traffic(spec, PRESETS[spec.model])  # the routing the MoE runs with
+        self.frontend = frontend_for(spec)  # tokenizer, HTTP and SSE between the client and this engine
         self.page_size = spec.effective_page_size
         self.events: list[Any] = []
         self.metrics = ServingMetrics() if summary_only else None  # fed directly when no events are kept
@@ -157,15 +162,18 @@ class ServingEngine:
         pending = deque(self.requests)
         cap = spec.workload.max_concurrency if spec.workload is not None else None
         slots = [0.0] * min(cap or n, n)  # when each of the client's concurrency slots came free
-        t = 0.0
+        t = step_start = 0.0
+        ahead = spec.deployment is not None and spec.deployment.async_scheduling
         while pending or self.scheduler.has_unfinished():
-            while pending and slots and max(pending[0].arrival_us, slots[0]) <= t:
+            seen = lagged_arrival(ahead, self.scheduler.has_unfinished(), step_start, t)
+            while pending and slots and max(pending[0].arrival_us, slots[0]) <= seen:
                 self._send(pending.popleft(), heapq.heappop(slots))
             if not self.scheduler.has_unfinished():
                 t = max(pending[0].arrival_us, slots[0])
                 continue
             out = self.scheduler.schedule()
             assert out.num_seqs, "a step with nothing scheduled: every request was checked to fit the pool"
+            step_start = t
             t_end = self._step(out, t)
             res = self.scheduler.update_from_output(out)
             self._finish(res, t_end, slots)
@@ -209,17 +217,19 @@ class ServingEngine:
     def _send(self, req: Request, slot_free_us: float) -> None:
         """The client sends a request: at its arrival time, or when a concurrency slot frees, if later."""
         t = max(req.arrival_us, slot_free_us)
+        frontend_us = self.frontend.total_us(req.input_len)
         if self.metrics is not None:
-            self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len, req.token_us)
+            self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len, req.token_us,
+                                float(frontend_us))
         else:
-            self._emit(self._request_event(req, "arrive", t))
+            self._emit(self._request_event(req, "arrive", t, frontend_us))
         self.scheduler.add_request(req)
 
-    def _request_event(self, req: Request, what: str, t: float) -> RequestEvent:
+    def _request_event(self, req: Request, what: str, t: float, frontend_us: float = 0.0) -> RequestEvent:
         return trusted_event(RequestEvent, {  # four a request: typed here, in declaration order
             "t_us": float(t), "kind": "request", "request_id": req.request_id, "what": what, "input_len": req.input_len,
             "output_len": req.output_len, "num_computed_tokens": req.num_computed_tokens,
-            "num_output_tokens": req.num_output_tokens})
+            "num_output_tokens": req.num_output_tokens, "frontend_us": float(frontend_us)})
 
     # == one step ===================================================================================================
     def _step(self, out: SchedulerOutput, t: float) -> float:
@@ -310,11 +320,10 @@ class ServingEngine:
                                  tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
                                  nan_count=r.nan_count, inf_count=r.inf_count, step=i))
         if r.expert_counts is not None:
-            m = self.model
+            assert self.traffic is not None  # expert counts come from a MoE model
             self._emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.shadow.name,  # type: ignore[arg-type]
-                                    counts=r.expert_counts, assumed="balanced",
-                                    distinct_full=expected_distinct_experts(out.num_tokens, m.num_experts,
-                                                                            m.num_experts_per_tok)))
+                                    counts=r.expert_counts, assumed=self.traffic.routing.assumed,  # type: ignore[arg-type]
+                                    distinct_full=self.traffic.distinct(out.num_tokens)))
 
     def _migration(self, m: Any, t: float, request_id: int) -> float:
         """A page moved to make room (bank-aware decode): paid once per model step, on the copy stream."""
@@ -399,6 +408,7 @@ class ServingEngine:
             "prefix_caching": spec.scheduler.prefix_caching,
         }
         out.update(metrics)
+        out.update(self.frontend.summary([r.input_len for r in self.requests]))
         out.update({
             "prefix_cache_hit_rate": round(st.prefix_hit_rate, 4),
             "num_steps": st.num_steps,

@@ -10,7 +10,12 @@ step outside the 94 layers.
 Expert parallelism with tensor-parallel attention (no data-parallel attention): every GPU holds all the step's
 tokens, computes its E/ep experts, and the MoE ends with the same all-reduce as moe_tp would (vLLM uses the
 all-to-all dispatch/combine kernels only when data_parallel_size > 1; FusedMoE.use_all2all_kernels). So no
-ep_dispatch / ep_combine kernels appear: data-parallel attention is not modelled.
+ep_dispatch / ep_combine kernels appear: data-parallel attention is not modelled. The MoE is priced on the busiest
+GPU under the deployment's routing (runtime/vllm.py MoePlacement, hardware/routing.py).
+
+All-reduces: vLLM's custom all-reduce for messages up to CUSTOM_AR_MAX_BYTES on 2-8 GPUs (replayed in a CUDA graph,
+or launched eagerly), NCCL above; priced from the measured tables (hardware/tables) where they cover the size, else
+hardware/collectives.py.
 """
 
 from __future__ import annotations
@@ -20,15 +25,16 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from layerscope.hardware.collectives import CollectiveCost, all_gather_us, all_reduce_us
+from layerscope.hardware.collectives import CUSTOM_AR_MAX_BYTES, CollectiveCost, all_gather_us, all_reduce_us
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPU
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import Kernel, KernelCost, Scope
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, get_runtime
-from layerscope.runtime.vllm import GEMM_NAMES
+from layerscope.runtime.kernels import AllReduceOp, Kernel, KernelCost, Op, Scope
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, get_runtime
+from layerscope.runtime.routing import DEFAULT_ROUTING, parse_routing, scenario_traffic
+from layerscope.runtime.vllm import MoePlacement, VllmRuntime, linear
 
 if TYPE_CHECKING:
     from layerscope.scenario import DeploymentSpec, ScenarioSpec
@@ -52,11 +58,13 @@ EAGER_LAUNCH_FLOOR_US = 10.0
 HOST_SYNC_BASE_US = 500.0
 HOST_SYNC_PER_SEQ_US = 20.0
 HOST_ASYNC_EXPOSED_US = 250.0
+CUSTOM_AR_GPUS = (2, 4, 6, 8)  # world sizes vLLM's custom all-reduce supports (CustomAllreduce._SUPPORTED_WORLD_SIZES)
 
 
 def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float, n: int,
-                      scope: Scope = "layer") -> Kernel:
-    """A collective as the timeline shows it: fixed time from the measured tables, message size in its shapes."""
+                      scope: Scope = "layer", op: Op | None = None) -> Kernel:
+    """A collective as the timeline shows it: its analytic time as fixed_us (hardware/collectives.py; a measured
+    table's price replaces it where one covers `op`), the message size in its shapes."""
     return Kernel(
         name,
         stage,
@@ -68,7 +76,22 @@ def collective_kernel(name: str, stage: str, cost: CollectiveCost, nbytes: float
         own_launch=False,  # the measured times include the launch
         fixed_us=cost.time_us,
         scope=scope,
+        op=op,
     )
+
+
+def all_reduce_op(n: int, nbytes: float, graphs: bool) -> AllReduceOp:
+    """The all-reduce vLLM runs: its custom kernel for small messages on a supported world size, else NCCL."""
+    if nbytes <= CUSTOM_AR_MAX_BYTES and n in CUSTOM_AR_GPUS:
+        return AllReduceOp(n, nbytes, "custom" if graphs else "custom_eager")
+    return AllReduceOp(n, nbytes, "nccl")
+
+
+def routing_of(spec: ScenarioSpec) -> str:
+    """The scenario's expert routing (workload.routing, where the scenario has one; else runtime/routing.py's
+    default) as the measured MoE tables name it (hardware/routing.py): a count file becomes its counts."""
+    routing = getattr(getattr(spec, "workload", None), "routing", None)
+    return parse_routing(routing if isinstance(routing, str) and routing else DEFAULT_ROUTING).table_label
 
 
 def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
@@ -76,16 +99,25 @@ def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
     the whole layer without one."""
     full = PRESETS[spec.model]
     base = get_runtime(spec.runtime)
+    g = gpu_preset(spec.gpu)
+    if isinstance(base, VllmRuntime):
+        base.arch = g.arch
+        base.placement = MoePlacement(routing=routing_of(spec))
+        base.experts = scenario_traffic(spec, full)  # the rows and experts its MoE reads (runtime/routing.py)
     if spec.deployment is None:
         return base, full
-    return ShardedRuntime(base, spec.deployment, gpu_preset(spec.gpu), full), shard(full, spec.deployment)
+    return ShardedRuntime(base, spec.deployment, g, full, routing_of(spec)), shard(full, spec.deployment)
 
 
 class ShardedRuntime(RuntimePlan):
     """A runtime plan on one GPU of a deployment; the model it is given is that GPU's shard (deployment.shard)."""
 
-    def __init__(self, base: RuntimePlan, deployment: DeploymentSpec, gpu: GPU, full: ModelConfig) -> None:
+    def __init__(self, base: RuntimePlan, deployment: DeploymentSpec, gpu: GPU, full: ModelConfig,
+                 routing: str = DEFAULT_ROUTING) -> None:
         self.base = base
+        if isinstance(base, VllmRuntime):  # its MoE is this GPU's experts, priced on the busiest GPU
+            base.arch = gpu.arch
+            base.placement = MoePlacement(deployment.ep, deployment.moe_tp, routing)
         self.full = full  # the whole model (vocabulary, router width) the shard comes from
         self.dep = deployment
         self.gpu = gpu
@@ -103,15 +135,16 @@ class ShardedRuntime(RuntimePlan):
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.prefill_chunk(model, tokens, context_before, self.dep.weight_dtype)
-        return self._finish(model, ks, tokens)
+        return self._finish(model, ks, tokens, prefill=True)
 
     def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.decode_step(model, context_len, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, batch)
+        return self._finish(model, ks, batch, prefill=False)
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
-        return self._finish(model, ks, sum(map(itemgetter(0), batch)))
+        prefill = any(n > 1 or ctx == 0 for n, ctx in batch)
+        return self._finish(model, ks, sum(map(itemgetter(0), batch)), prefill)
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a
@@ -136,8 +169,12 @@ class ShardedRuntime(RuntimePlan):
     def stage_info(self, stage: str) -> tuple[str, str]:
         return self.base.stage_info(stage)
 
-    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
-        return self.launch_floors(self.with_collectives(model, kernels, tokens), tokens)
+    def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int, prefill: bool) -> list[Kernel]:
+        ks = self.with_collectives(model, kernels, tokens)
+        # SGLang captures CUDA graphs for decode batches only (CudaGraphRunner; server_args
+        # enable_piecewise_cuda_graph is off by default): its prefill ("extend") batches launch eagerly
+        eager = prefill and self.dep.engine == "sglang"
+        return self.launch_floors(ks, tokens, eager)
 
     def with_collectives(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
         """An all-reduce of the [tokens, hidden] bf16 activations after the attention output projection and after
@@ -162,13 +199,14 @@ class ShardedRuntime(RuntimePlan):
             n = self.dep.tp
             nbytes = tokens * model.hidden_size * ACT_BYTES
             cost = all_reduce_us(self.gpu, n, nbytes, self._graphs(tokens))
-            k = self._all_reduce[key] = collective_kernel("all_reduce", stage, cost, nbytes, n)
+            op = all_reduce_op(n, nbytes, self._graphs(tokens))
+            k = self._all_reduce[key] = collective_kernel("all_reduce", stage, cost, nbytes, n, op=op)
         return k
 
-    def launch_floors(self, kernels: list[Kernel], tokens: int) -> list[Kernel]:
-        """Eager launches (no CUDA graphs, or more tokens than the largest captured graph) last at least the
-        host's time to issue them."""
-        if self._graphs(tokens):
+    def launch_floors(self, kernels: list[Kernel], tokens: int, eager: bool = False) -> list[Kernel]:
+        """Eager launches (no CUDA graphs, more tokens than the largest captured graph, or `eager`) last at least
+        the host's time to issue them."""
+        if self._graphs(tokens) and not eager:
             return kernels
         out = []
         floored = self._floored
@@ -222,11 +260,12 @@ def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | No
     ]
     if tp > 1:
         cost = all_reduce_us(gpu, tp, act, graphs)
-        ks.append(collective_kernel("all_reduce", "embedding_all_reduce", cost, act, tp, scope="model"))
+        ks.append(collective_kernel("all_reduce", "embedding_all_reduce", cost, act, tp, scope="model",
+                                    op=all_reduce_op(tp, act, graphs)))
     ks.append(Kernel("rms_norm_kernel", "final_norm", "norm", 4.0 * tokens * h, 2 * act + 2 * h,
                      shapes=f"[{tokens},{h}]", ctas=tokens, scope="model"))
     w = "bf16"  # the FP8 checkpoint keeps lm_head in bf16
-    ks.append(replace(gemm_kernel(GEMM_NAMES[w], "lm_head", seqs, v_local, h, w), scope="model"))
+    ks += [replace(k, scope="model") for k in linear(w, "lm_head", seqs, v_local, h)]
     if tp > 1:
         logits = seqs * v * ACT_BYTES
         cost = all_gather_us(gpu, tp, logits)

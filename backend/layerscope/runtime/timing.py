@@ -133,4 +133,5 @@ def _cost_fields(c: KernelCost) -> dict[str, Any]:
         "t_us": 0.0, "kind": "kernel", "name": k.name, "stage": k.stage, "stage_kind": k.kind, "phase": "",
         "stream": k.stream, "start_us": 0.0, "dur_us": float(c.time_us), "flops": float(k.flops),
         "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util), "l2_hit": float(c.l2_hit),
-        "chunk": None, "step": None, "shapes": k.shapes, "scope": k.scope}
+        "chunk": None, "step": None, "shapes": k.shapes, "scope": k.scope, "source": c.source,
+        "table": c.table.label() if c.table is not None else ""}

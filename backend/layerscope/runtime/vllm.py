@@ -22,15 +22,29 @@ a decode token reads 8 of 128 experts, a 4096-token chunk reads them all.
 
 from __future__ import annotations
 
+import functools
+import math
+from dataclasses import dataclass, replace
+
 from layerscope.hardware.cost import (
     attention_flops,
     decode_attention_bytes,
     expected_distinct_experts,
     flash_prefill_bytes,
 )
+from layerscope.hardware.routing import busiest_rank_share
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import AttentionShape, Kernel
+from layerscope.runtime.kernels import (
+    AttentionShape,
+    ContextAttentionOp,
+    DecodeAttentionOp,
+    GemmOp,
+    Kernel,
+    MoeOp,
+    OpPart,
+)
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
+from layerscope.runtime.routing import ExpertLoad, ExpertTraffic
 
 FP8_GROUP = 128  # activation quantization group along K, matching the checkpoint's 128x128 weight blocks
 GEMM_NAMES = {
@@ -40,12 +54,37 @@ GEMM_NAMES = {
 }
 
 
+# What vLLM runs for attention, per GPU architecture (vLLM's attention backend selection, v0.1x: FlashAttention 2 on
+# Ampere, FlashAttention 3 on Hopper through vllm-flash-attn; on Blackwell the FlashInfer backend with its TRT-LLM-gen
+# kernels, VLLM_USE_TRTLLM_ATTENTION's default on SM100 -- the kernels aiconfigurator-core's B200 tables measure,
+# "vllm_flashinfer_trtllmprefill" / "vllm_flashinfer_trtllmdecode"): (prefill kernel, decode kernel).
+ATTENTION_KERNELS = {
+    "ampere": ("flash_fwd_kernel", "flash_fwd_splitkv_kernel"),
+    "hopper": ("flash_fwd_kernel", "flash_fwd_splitkv_kernel"),
+    "blackwell": ("trtllm_fmha_context_kernel (FlashInfer TRT-LLM)", "trtllm_fmha_decode_kernel (FlashInfer TRT-LLM)"),
+}
+
+
+@dataclass(frozen=True)
+class MoePlacement:
+    """How the experts of a (sharded) MoE layer sit on the GPUs: ep GPUs split the experts, moe_tp split each expert's
+    intermediate size; `routing` how tokens choose experts (hardware/routing.py). A sharded model's num_experts and
+    num_experts_per_tok are already divided by ep (runtime/deployment.py shard)."""
+
+    ep: int = 1
+    moe_tp: int = 1
+    routing: str = "uniform"
+
+
 class VllmRuntime(RuntimePlan):
     name = "vllm"
     default_page_size = 16
 
-    def __init__(self) -> None:
+    def __init__(self, arch: str = "hopper", placement: MoePlacement | None = None) -> None:
         self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
+        self.arch = arch  # which attention kernels vLLM runs (ATTENTION_KERNELS)
+        self.placement = placement or MoePlacement()
+        self.experts: ExpertTraffic | None = None  # the scenario's routing (runtime/routing.py); None: uniform
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
@@ -98,14 +137,12 @@ class VllmRuntime(RuntimePlan):
         h = m.hidden_size
         ks = [
             _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
-            *_act_quant(w, "qkv_proj", t, h),
-            gemm_kernel(GEMM_NAMES[_gemm_key(w)], "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h, w),
+            *linear(w, "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h),
             self._qk_norm_rope(m, t),
             self._kv_write(m, t),
         ]
         after = [
-            *_act_quant(w, "o_proj", t, m.q_dim),
-            gemm_kernel(GEMM_NAMES[_gemm_key(w)], "o_proj", t, h, m.q_dim, w),
+            *linear(w, "o_proj", t, h, m.q_dim),
             _norm("fused_add_rms_norm_kernel", "post_norm", t, h, fused_add=True),
         ]
         after += self._moe(m, t, w) if m.is_moe else self._mlp(m, t, w)
@@ -145,118 +182,168 @@ class VllmRuntime(RuntimePlan):
         )
 
     def _prefill_attention(self, m: ModelConfig, t: int, ctx: int) -> list[Kernel]:
-        flops = attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True)
-        kv_b = DTYPE_BYTES[m.kv_dtype]
-        byts = flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b)  # Q, O once; K, V once per pass
-        return [
-            Kernel(
-                "flash_fwd_kernel",
-                "attention",
-                "attention",
-                flops,
-                byts,
-                shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] x kv[{ctx + t},{m.num_key_value_heads}]"
-                " causal, varlen",
-                attn=AttentionShape(t, ctx, m.head_dim, causal=True),
-            )
-        ]
+        return [prefill_attention_kernel(self.arch, [(t, ctx)], m.num_attention_heads, m.num_key_value_heads,
+                                         m.head_dim, m.kv_dtype)]
 
     def _varlen_prefill_attention(self, m: ModelConfig, seqs: list[tuple[int, int]]) -> Kernel:
-        kv_b = DTYPE_BYTES[m.kv_dtype]
-        flops = sum(attention_flops(t, ctx, m.num_attention_heads, m.head_dim, causal=True) for t, ctx in seqs)
-        byts = sum(flash_prefill_bytes(t, ctx, m.q_dim, m.kv_dim, ACT_BYTES, kv_b) for t, ctx in seqs)
-        t = sum(n for n, _ in seqs)
-        return Kernel(
-            "flash_fwd_kernel",
-            "attention",
-            "attention",
-            flops,
-            byts,
-            shapes=f"q[{t},{m.num_attention_heads},{m.head_dim}] over {len(seqs)} sequences, causal, varlen",
-        )
+        return prefill_attention_kernel(self.arch, seqs, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
+                                        m.kv_dtype)
 
     def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None) -> list[Kernel]:
         """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx)."""
         total = batch * ctx if total_ctx is None else total_ctx
-        return [paged_decode_kernel(batch, ctx, total, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
-                                    DTYPE_BYTES[m.kv_dtype])]
+        return [decode_attention_kernel(self.arch, batch, ctx, total, m.num_attention_heads, m.num_key_value_heads,
+                                        m.head_dim, m.kv_dtype)]
 
     # -- MLP ----------------------------------------------------------------------------------------------------------
     def _mlp(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
         h, i = m.hidden_size, m.intermediate_size
-        gemm = GEMM_NAMES[_gemm_key(w)]
-        return [
-            *_act_quant(w, "gate_up_proj", t, h),
-            gemm_kernel(gemm, "gate_up_proj", t, 2 * i, h, w),
-            _act_and_mul("act", t, i),
-            *_act_quant(w, "down_proj", t, i),
-            gemm_kernel(gemm, "down_proj", t, h, i, w),
-        ]
+        return [*linear(w, "gate_up_proj", t, 2 * i, h), _act_and_mul("act", t, i), *linear(w, "down_proj", t, h, i)]
 
     def _moe(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
-        h, mi, e, k = m.hidden_size, m.moe_intermediate_size, m.num_experts, m.num_experts_per_tok
-        distinct = expected_distinct_experts(t, e, k)
-        groups = max(1, round(distinct))
-        rows = t * k  # token-expert pairs
-        per_expert = max(1, round(rows / distinct))
-        w_b = DTYPE_BYTES[w]
-        gate_up = Kernel(
-            "fused_moe_kernel",
+        p = self.placement  # a sharded model's experts and top-k are this GPU's: the whole model's are ep times more
+        load = self.experts.load(t) if self.experts is not None else None
+        return moe_kernels(t, m.hidden_size, m.moe_intermediate_size, m.num_experts * p.ep,
+                           m.num_experts_per_tok * p.ep, w, p, load)
+
+
+def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement,
+                load: ExpertLoad | None = None) -> list[Kernel]:
+    """`t` tokens through one MoE layer on one GPU: `mi` its share of the intermediate size, `e` and `k` the
+    whole model's experts and top-k, placed as `p` says. The router (replicated: every GPU scores all experts) and
+    the experts of this GPU. Under expert parallelism (vLLM's expert-map path) every GPU runs the align/sort,
+    activation and sum over all tokens x top-k rows, and its expert GEMMs over the rows routed to its own experts;
+    the MoE's time is the busiest GPU's (hardware/routing.py busiest_rank_share), which is the one priced. Each
+    fused_moe_kernel still writes an output row for every row (fused_moe_kernel: a block whose expert is not on this
+    GPU, expert id -1, writes zeros), so its output traffic is all rows'."""
+    e_local = e // p.ep
+    rows = t * k  # token-expert pairs, all of them
+    if load is None:  # no scenario routing: p.routing's busiest share, uniform's distinct experts
+        local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
+        distinct = min(float(e_local), max(1.0, expected_distinct_experts(t, e, k) / p.ep))
+    else:  # the scenario's routing (runtime/routing.py): the busiest GPU's rows and the experts it reads
+        local_rows = max(1, round(load.rows))
+        distinct = min(float(e_local), max(1.0, load.distinct))
+    groups = max(1, round(distinct))
+    per_expert = max(1, round(local_rows / distinct))
+    w_b = DTYPE_BYTES[w]
+    gate_up = Kernel(
+        "fused_moe_kernel",
+        "experts",
+        "moe",
+        2.0 * local_rows * 2 * mi * h,
+        distinct * 2 * mi * h * w_b + ACT_BYTES * (local_rows * h + rows * 2 * mi),
+        shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
+        gemm=(per_expert, 2 * mi, h),
+        dtype=w,
+        groups=groups,
+    )
+    down = Kernel(
+        "fused_moe_kernel",
+        "experts",
+        "moe",
+        2.0 * local_rows * h * mi,
+        distinct * h * mi * w_b + ACT_BYTES * (local_rows * mi + rows * h),
+        shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
+        gemm=(per_expert, h, mi),
+        dtype=w,
+        groups=groups,
+    )
+    experts = [
+        Kernel(
+            "moe_align_block_size_kernel",
             "experts",
-            "moe",
-            2.0 * rows * 2 * mi * h,
-            distinct * 2 * mi * h * w_b + ACT_BYTES * (rows * h + rows * 2 * mi),
-            shapes=f"{rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
-            gemm=(per_expert, 2 * mi, h),
-            dtype=w,
-            groups=groups,
-        )
-        down = Kernel(
-            "fused_moe_kernel",
+            "overhead",
+            0.0,
+            3 * 4.0 * rows,
+            shapes=f"sort {rows} (token, expert) ids into blocks",
+            ctas=1,
+        ),
+        *_act_quant(w, "experts", t, h),
+        gate_up,
+        _act_and_mul("experts", rows, mi),
+        *_act_quant(w, "experts", rows, mi),
+        down,
+        Kernel(
+            "moe_sum_kernel",
             "experts",
+            "elementwise",
+            rows * h,
+            ACT_BYTES * (rows * h + t * h),
+            shapes=f"[{t},{k},{h}] -> [{t},{h}]",
+            ctas=t,
+        ),
+    ]
+    op = MoeOp(t, h, mi * p.moe_tp, e, k, p.moe_tp, p.ep, "fp8_block" if w == "fp8" else "bf16", p.routing)
+    return [
+        *linear("bf16", "router", t, e, h),
+        Kernel(
+            "topkGatingSoftmax",
+            "router",
             "moe",
-            2.0 * rows * h * mi,
-            distinct * h * mi * w_b + ACT_BYTES * (rows * mi + rows * h),
-            shapes=f"{rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
-            gemm=(per_expert, h, mi),
-            dtype=w,
-            groups=groups,
-        )
-        return [
-            gemm_kernel(GEMM_NAMES["bf16"], "router", t, e, h, "bf16"),
-            Kernel(
-                "topkGatingSoftmax",
-                "router",
-                "moe",
-                5.0 * t * e,
-                ACT_BYTES * t * e + 8.0 * t * k,
-                shapes=f"logits[{t},{e}] -> top{k}",
-                ctas=t,
-            ),
-            Kernel(
-                "moe_align_block_size_kernel",
-                "experts",
-                "overhead",
-                0.0,
-                3 * 4.0 * rows,
-                shapes=f"sort {rows} (token, expert) ids into blocks",
-                ctas=1,
-            ),
-            *_act_quant(w, "experts", t, h),
-            gate_up,
-            _act_and_mul("experts", rows, mi),
-            *_act_quant(w, "experts", rows, mi),
-            down,
-            Kernel(
-                "moe_sum_kernel",
-                "experts",
-                "elementwise",
-                rows * h,
-                ACT_BYTES * (rows * h + t * h),
-                shapes=f"[{t},{k},{h}] -> [{t},{h}]",
-                ctas=t,
-            ),
-        ]
+            5.0 * t * e,
+            ACT_BYTES * t * e + 8.0 * t * k,
+            shapes=f"logits[{t},{e}] -> top{k}",
+            ctas=t,
+        ),
+        *measured_together(op, experts),
+    ]
+
+
+def measured_together(op: GemmOp | MoeOp, kernels: list[Kernel]) -> list[Kernel]:
+    """Kernels one measured op times together: each carries the op and its place among them (runtime/kernels.py
+    OpPart); a single kernel carries the op itself."""
+    if len(kernels) == 1:
+        return [replace(kernels[0], op=op)]
+    group = tuple(kernels)
+    return [replace(k, op=OpPart(op, group, i)) for i, k in enumerate(kernels)]
+
+
+def linear(w: str, stage: str, t: int, n: int, k: int) -> list[Kernel]:
+    """x[t, k] @ W[k, n] as vLLM runs it: one cuBLAS GEMM for bf16 weights; for block-fp8 weights the input's
+    quantization and the CUTLASS/DeepGEMM GEMM, which aiconfigurator-core's fp8_block rows time together."""
+    gemm = gemm_kernel(GEMM_NAMES[_gemm_key(w)], stage, t, n, k, w)
+    op = GemmOp(t, n, k, "fp8_block" if w == "fp8" else "bf16")
+    return measured_together(op, [*_act_quant(w, stage, t, k), gemm])
+
+
+def prefill_attention_kernel(arch: str, seqs: list[tuple[int, int]], q_heads: int, kv_heads: int, head_dim: int,
+                             kv_dtype: str) -> Kernel:
+    """The varlen flash-attention prefill over `seqs` (new tokens, cached tokens) in one launch. Several prompts are
+    priced as a batch of equal sequences with the same attention FLOPs: n sequences of sqrt(mean q^2) new tokens
+    (the causal square's FLOPs grow with q^2) over the q-weighted mean cached prefix; measured as batched context
+    attention where no sequence has a cached prefix."""
+    q_dim, kv_dim = q_heads * head_dim, kv_heads * head_dim
+    kv_b = DTYPE_BYTES[kv_dtype]
+    flops = sum(attention_flops(t, ctx, q_heads, head_dim, causal=True) for t, ctx in seqs)
+    byts = sum(flash_prefill_bytes(t, ctx, q_dim, kv_dim, ACT_BYTES, kv_b) for t, ctx in seqs)
+    t = sum(n for n, _ in seqs)
+    if len(seqs) == 1:
+        q_eq, ctx_eq = seqs[0]
+        shapes = f"q[{t},{q_heads},{head_dim}] x kv[{ctx_eq + t},{kv_heads}] causal, varlen"
+    else:
+        q_eq = max(1, round(math.sqrt(sum(n * n for n, _ in seqs) / len(seqs))))
+        ctx_eq = round(sum(n * c for n, c in seqs) / t)
+        shapes = f"q[{t},{q_heads},{head_dim}] over {len(seqs)} sequences, causal, varlen"
+    return Kernel(
+        ATTENTION_KERNELS[arch][0],
+        "attention",
+        "attention",
+        flops,
+        byts,
+        shapes=shapes,
+        attn=AttentionShape(q_eq, ctx_eq, head_dim, causal=True),
+        op=ContextAttentionOp(len(seqs), q_eq, ctx_eq, q_heads, kv_heads, head_dim, kv_dtype),
+    )
+
+
+@functools.lru_cache(maxsize=4096)  # pure; a serving run asks again for the same batch x context many steps
+def decode_attention_kernel(arch: str, batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int,
+                            head_dim: int, kv_dtype: str) -> Kernel:
+    """The paged decode vLLM runs on this architecture, measured as generation attention at the mean length."""
+    k = paged_decode_kernel(batch, ctx, total_ctx, q_heads, kv_heads, head_dim, DTYPE_BYTES[kv_dtype])
+    op = DecodeAttentionOp(batch, max(1, round(total_ctx / batch)), q_heads, kv_heads, head_dim, kv_dtype)
+    return replace(k, name=ATTENTION_KERNELS[arch][1], op=op)
 
 
 def paged_decode_kernel(batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int, head_dim: int,
@@ -337,4 +424,5 @@ def _check(n: int, ctx: int) -> None:
         raise ValueError(f"context length must be >= 0, got {ctx}")
 
 
-__all__ = ["VllmRuntime", "paged_decode_kernel", "weight_bytes"]
+__all__ = ["MoePlacement", "VllmRuntime", "decode_attention_kernel", "linear", "moe_kernels", "paged_decode_kernel",
+           "prefill_attention_kernel", "weight_bytes"]

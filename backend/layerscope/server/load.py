@@ -22,7 +22,7 @@ from layerscope.server.runs import PreparedRun, ReplayError, RunCache, parse_rec
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
-NOT_SETTINGS = {"name", "title", "description", "tour"}  # words about a run, not what makes it
+NOT_SETTINGS = {"name", "title", "description", "tour", "sweep"}  # words about a run, not what makes it
 MAX_DIFFS_SHOWN = 4
 
 

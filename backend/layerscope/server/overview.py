@@ -32,6 +32,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "step",
         "shapes",
         "scope",
+        "source",
+        "table",
     ),
     "phase": ("t_us", "phase"),
     "chunk": ("t_us", "chunk", "token_start", "token_end", "chunk_size", "reason", "barrier_us", "pages"),

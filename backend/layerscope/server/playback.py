@@ -12,6 +12,7 @@ from bisect import bisect_left, bisect_right
 from typing import Any
 
 from layerscope.events import MERGEABLE_KINDS
+from layerscope.server.overview import clock
 from layerscope.server.runs import PreparedRun
 
 Events = list[dict[str, Any]]
@@ -62,11 +63,23 @@ def decimate_snapshots(events: Events, per_kind: int) -> Events:
     return [e for i, e in enumerate(events) if i not in drop]
 
 
+def extent_us(run: PreparedRun) -> float:
+    """How far playback goes: the end of the run or of its compare run, whichever is later, when both count the same
+    clock (article-vs-real's B runs 24.73 ms beside A's 5.81 ms; the dashboard draws both on one axis). A compare
+    run on another clock (one layer's beside a serving run's whole-model time) has no place on this clock."""
+    main, other = run.result, getattr(run.result, "compare", None)
+    if other is None or main is None or clock(other) != clock(main):
+        return run.duration_us
+    ends = (e.t_us + e.dur_us if e.kind == "kernel" else e.t_us for e in other.events)
+    return max(run.duration_us, max(ends, default=0.0))
+
+
 class Playback:
     """Cursor and clock over one run. All times in simulated microseconds unless named `wall`."""
 
     def __init__(self, run: PreparedRun, play_seconds: float, max_frame_events: int) -> None:
         self.run = run
+        self.end_us = extent_us(run)  # the playback's end: the longer of the two runs (see extent_us)
         self.play_seconds = play_seconds
         self.max_frame_events = max_frame_events
         self.cursor = 0  # index of the next event not yet sent
@@ -80,11 +93,11 @@ class Playback:
     @property
     def rate(self) -> float:
         """Simulated µs per wall second."""
-        return max(self.run.duration_us, 1.0) / self.play_seconds * self.speed
+        return max(self.end_us, 1.0) / self.play_seconds * self.speed
 
     @property
     def at_end(self) -> bool:
-        return self.cursor >= len(self.run.events) and self.t_us >= self.run.duration_us
+        return self.cursor >= len(self.run.events) and self.t_us >= self.end_us
 
     def play(self, wall: float) -> None:
         self.playing, self._wall0, self._t0 = True, wall, self.t_us
@@ -100,7 +113,7 @@ class Playback:
     # -- frames --------------------------------------------------------------------------
     def advance(self, wall: float) -> Events:
         """Events due by the clock at `wall` (at most max_frame_events; the rest wait for the next tick)."""
-        target = min(self._t0 + (wall - self._wall0) * self.rate, self.run.duration_us)
+        target = min(self._t0 + (wall - self._wall0) * self.rate, self.end_us)
         end = bisect_right(self.run.times, target)
         if end - self.cursor > self.max_frame_events:
             end = self.cursor + self.max_frame_events
@@ -117,7 +130,7 @@ class Playback:
         """
         events, times, n = self.run.events, self.run.times, len(self.run.events)
         if self.cursor >= n:
-            self.t_us = self.run.duration_us
+            self.t_us = self.end_us
             return []
         j = self.cursor
         while j < n and events[j]["kind"] != "kernel":

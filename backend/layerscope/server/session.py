@@ -192,8 +192,8 @@ class Session:
             else:
                 self._send_end()
         elif isinstance(cmd, SeekCommand):
-            if cmd.t_us > pb.run.duration_us:
-                raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.run.duration_us:g} µs)", "t_us")
+            if cmd.t_us > pb.end_us:
+                raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.end_us:g} µs)", "t_us")
             self._push_rebuild(cmd.t_us, pb.seek(cmd.t_us, self.settings.seek_snapshots))
             pb.rebase(now)
         self._send_state()

@@ -86,6 +86,8 @@ async def post_sweep(request: Request, body: SweepBody) -> dict[str, Any]:
         state.sweep_lock = asyncio.Lock()  # one sweep at a time per app: each point is a CPU-bound simulation
     async with state.sweep_lock:
         try:
-            return await run_in_threadpool(run_grid, spec, {k: list(v) for k, v in body.grid.items()}, 1)
+            result = await run_in_threadpool(run_grid, spec, {k: list(v) for k, v in body.grid.items()}, 1)
         except ValueError as e:  # the engine refuses a combination the schema allows (e.g. weights do not fit)
             raise _refuse("grid", f"cannot simulate this grid: {e}") from None
+    # the figure a one-request scenario's sweep draws (the panel's y axis); a serving sweep draws its Pareto front
+    return {**result, "metric": spec.sweep.metric if spec.sweep is not None else None}

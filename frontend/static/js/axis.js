@@ -22,7 +22,8 @@
 
 const BREAK_SHARE = 0.04; // a squeezed one-off cost takes 4% of the axis: visible, never dominant
 const BREAKS_MAX = 0.2; // all squeezed costs together take at most 20% of the axis
-const SQUEEZED = 1e-9; // slope of a squeezed stretch: no width, but still a strictly increasing map
+const SQUEEZED = 1e-9;
+const NEAR_SHARE = 0.01; // one-off spans closer than 1% of the run make one break (one label, not a stack) // slope of a squeezed stretch: no width, but still a strictly increasing map
 
 export function isOneOff(k) {
   return k.scope ? k.scope === "model" : k.stage === "switch_over";
@@ -38,11 +39,40 @@ function union(intervals) {
   return out;
 }
 
-// The spans the axis may squeeze: where a whole-model one-off cost runs and no per-layer work of any of the
-// runs does (a whole-model re-fetch on the copy stream beside decode steps squeezes only its idle stretches).
+// Pieces of `intervals` (sorted, unioned) joined where only idle time of `busy` lies between them.
+function joinIdle(pieces, busy) {
+  const merged = [];
+  let k = 0;
+  for (const piece of pieces) {
+    const last = merged[merged.length - 1];
+    while (k < busy.length && busy[k][1] <= (last ? last[1] : -Infinity)) k++;
+    if (last && !(k < busy.length && busy[k][0] < piece[0])) last[1] = piece[1];
+    else merged.push([...piece]);
+  }
+  return merged;
+}
+
+// The stages of whole-model costs that happen once (the switch-over): a stage whose kernels come back after per-layer
+// work ran (a re-fetch each step, partial-eviction-spikes' spikes, the embedding of every step) is steady: it is
+// the run's own rhythm, and squeezing it would hide it.
+export function oneOffStages(runs) {
+  const out = new Set();
+  for (const r of runs) {
+    const busy = union(r.kernel.filter((k) => !isOneOff(k)).map((k) => [k.start_us, k.start_us + k.dur_us]));
+    const by = new Map();
+    for (const k of r.kernel) if (isOneOff(k)) (by.get(k.stage) || by.set(k.stage, []).get(k.stage)).push([k.start_us, k.start_us + k.dur_us]);
+    for (const [stage, iv] of by) if (joinIdle(union(iv), busy).length === 1) out.add(stage);
+  }
+  return out;
+}
+
+// The spans the axis may squeeze: where a whole-model one-off cost (oneOffStages) runs and no per-layer work of any
+// of the runs does. Each span carries `what`: {stage: µs of its one-off kernels inside it}, the break's label.
 export function oneOffSpans(runs) {
-  const once = union(runs.flatMap((r) => r.kernel.filter(isOneOff).map((k) => [k.start_us, k.start_us + k.dur_us])));
-  const busy = union(runs.flatMap((r) => r.kernel.filter((k) => !isOneOff(k)).map((k) => [k.start_us, k.start_us + k.dur_us])));
+  const stages = oneOffStages(runs);
+  const onceK = runs.flatMap((r) => r.kernel.filter((k) => isOneOff(k) && stages.has(k.stage)));
+  const once = union(onceK.map((k) => [k.start_us, k.start_us + k.dur_us]));
+  const busy = union(runs.flatMap((r) => r.kernel.filter((k) => !isOneOff(k) || !stages.has(k.stage)).map((k) => [k.start_us, k.start_us + k.dur_us])));
   const out = [];
   let j = 0;
   for (const [a0, b] of once) {
@@ -55,15 +85,36 @@ export function oneOffSpans(runs) {
     if (a < b) out.push([a, b]);
   }
   // pieces with only idle time between them (launch gaps between back-to-back one-off kernels) make one break
-  const merged = [];
-  let k = 0;
-  for (const piece of out) {
-    const last = merged[merged.length - 1];
-    while (k < busy.length && busy[k][1] <= (last ? last[1] : -Infinity)) k++;
-    if (last && !(k < busy.length && busy[k][0] < piece[0])) last[1] = piece[1];
-    else merged.push([...piece]);
-  }
+  const merged = joinIdle(out, busy);
+  for (const span of merged) span.what = costsIn(onceK, span[0], span[1]);
   return merged;
+}
+
+// {stage: µs} of the kernels overlapping [a, b], clipped to it
+function costsIn(kernels, a, b) {
+  const what = {};
+  for (const k of kernels) {
+    const d = Math.min(b, k.start_us + k.dur_us) - Math.max(a, k.start_us);
+    if (d > 0) what[k.stage] = (what[k.stage] || 0) + d;
+  }
+  return what;
+}
+
+// Spans closer than `near` µs join into one (their `what` summed): adjacent breaks make one break, one label.
+export function joinNear(spans, near) {
+  const out = [];
+  for (const sp of spans) {
+    const last = out[out.length - 1];
+    if (last && sp[0] - last[1] < near) {
+      last[1] = Math.max(last[1], sp[1]);
+      for (const [k, v] of Object.entries(sp.what || {})) last.what[k] = (last.what[k] || 0) + v;
+    } else {
+      const c = [sp[0], sp[1]];
+      c.what = { ...(sp.what || {}) };
+      out.push(c);
+    }
+  }
+  return out;
 }
 
 export class TimeAxis {
@@ -163,6 +214,7 @@ export class TimeAxis {
       t = t1;
     };
     const layerSlope = this.units === "model" && this.clock === "layer" ? this.layers : 1;
+    this.spans = joinNear(this.spans, NEAR_SHARE * total);
     const big = this.spans.filter(([a, b]) => b - a > BREAK_SHARE * total);
     const bigLen = big.reduce((acc, [a, b]) => acc + (b - a), 0);
     const share = Math.min(BREAK_SHARE, BREAKS_MAX / Math.max(big.length, 1));
@@ -175,7 +227,7 @@ export class TimeAxis {
         const slope = (share * Math.max(total - bigLen, total * 0.05)) / len; // a gap is `share` of the rest of the run
         const x0 = x;
         push(Math.min(b, e1), slope);
-        this.gaps.push({ t0: a, t1: b, x0, x1: x });
+        this.gaps.push({ t0: a, t1: b, x0, x1: x, what: this.spans.find((sp) => sp[0] === a)?.what || {} });
       } else push(Math.min(b, e1), 1);
     }
     push(e1, layerSlope);
@@ -204,6 +256,15 @@ export class TimeAxis {
     return s[lo];
   }
 
+  // Simulated time t (µs of the run's clock) in the units on screen, µs: what the clock, the story line and the
+  // delta line print. One layer of a layer clock and the whole model of a model clock are the clock itself; the
+  // whole model of a layer clock and one layer of a model clock go through the mapping (no broken-axis gap there).
+  clockUs(t) {
+    if (this.units === this.clock) return t;
+    const g = this.seg(t);
+    return g.x0 + (t - g.t0) * g.slope;
+  }
+
   // simulated µs -> the x a plot draws (in the shown unit: see unit())
   toX(t) {
     if (t === null || t === undefined) return null;
@@ -221,7 +282,7 @@ export class TimeAxis {
     return this.extent[1];
   }
 
-  // µs drawn as ms once the displayed extent passes 5 ms
+  // the displayed extent in µs (drawn as ms once it passes 5 ms, as s once it passes 5 s: scale())
   lengthUs() {
     const last = this.segs[this.segs.length - 1];
     return last.x0 + (last.t1 - last.t0) * last.slope;
@@ -229,11 +290,12 @@ export class TimeAxis {
 
   scale() {
     if (this.parent) return this.parent.scale();
-    return this.lengthUs() > 5000 ? 1000 : 1;
+    const len = this.lengthUs();
+    return len > 5e6 ? 1e6 : len > 5000 ? 1000 : 1;
   }
 
   unit() {
-    return this.scale() === 1000 ? "ms" : "µs";
+    return { 1: "µs", 1000: "ms", 1000000: "s" }[this.scale()];
   }
 
   title() {
@@ -298,8 +360,8 @@ export class TimeAxis {
       if (labelled) lastLabel = (a + b) / 2;
       shapes.push({ type: "rect", xref: "x", yref: "paper", x0: a, x1: b, y0: 0, y1: 1, layer: "above",
         fillcolor: "rgba(128,128,128,0.25)", line: { width: 1, dash: "dot", color: "#8b93b8" } });
-      if (labelled) notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `// ${fmtUs(g.t1 - g.t0)}`,
-        font: { size: 10 }, hovertext: "A whole-model one-off cost (e.g. the prefill→decode switch-over): the axis is broken here so it does not squeeze the run; its true length is in the label." });
+      if (labelled) notes.push({ x: (a + b) / 2, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false, text: `// ${breakLabel(g)}`,
+        font: { size: 10 }, hovertext: `A whole-model one-off cost, ${fmtUs(g.t1 - g.t0)} of the clock: the axis is broken here so it does not squeeze the run. ${Object.entries(g.what || {}).map(([k, v]) => `${k} ${fmtUs(v)}`).join(", ")}` });
     }
     return { shapes, annotations: notes };
   }
@@ -313,6 +375,16 @@ export class TimeAxis {
 function fmtTick(v, step) {
   const digits = Math.max(0, -Math.floor(Math.log10(step) + 1e-9));
   return v.toFixed(Math.min(digits, 3));
+}
+
+// A break's label from its data: the one-off stages inside it and their cost ("switch_over 2.30 ms"); the span's
+// length when it carries none
+export function breakLabel(g) {
+  const what = Object.entries(g.what || {}).sort((x, y) => y[1] - x[1]);
+  if (!what.length) return fmtUs(g.t1 - g.t0);
+  const total = what.reduce((acc, [, v]) => acc + v, 0);
+  const names = what.length > 2 ? `${what[0][0]} + ${what.length - 1} more` : what.map(([k]) => k).join(" + ");
+  return `${names} ${fmtUs(total)}`;
 }
 
 function fmtUs(v) {

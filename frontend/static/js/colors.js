@@ -100,19 +100,25 @@ export function timeConfig(reset) {
 
 // Serving: one hue per request (golden-angle steps around the colour wheel, so neighbours differ), and the
 // states of a request lane. The same request keeps its colour in the lanes, the bank map and the hovers.
-// Lighter on the dark theme, darker on the light one, so a request's colour keeps 3:1 against the panel.
-const requestLightness = () => (themeName === "light" ? 0.42 : 0.62);
+// Lighter on the dark theme, darker on the light one, so a request's colour keeps 3:1 against the panel. The hues
+// skip the error reds (palette.js "request"; export/palette.py request_colour gives the report the same colours).
+const requestPal = () => PALETTES[themeName].request;
+
+export function requestHue(id) {
+  const p = requestPal();
+  return p.hue_start + ((id * 137.508) % p.hue_span);
+}
 
 export function requestColor(id) {
-  const h = (id * 137.508) % 360;
-  return `hsl(${h.toFixed(1)}, 70%, ${Math.round(requestLightness() * 100)}%)`;
+  const p = requestPal();
+  return `hsl(${requestHue(id).toFixed(1)}, ${Math.round(p.saturation * 100)}%, ${Math.round(p.lightness * 100)}%)`;
 }
 
 export function requestRGB(id) {
   // requestColor as [r, g, b] for the bank map's ImageData
-  const h = ((id * 137.508) % 360) / 360;
-  const s = 0.7;
-  const l = requestLightness();
+  const h = requestHue(id) / 360;
+  const s = requestPal().saturation;
+  const l = requestPal().lightness;
   const q = l + s - l * s;
   const p = 2 * l - q;
   const f = (t) => {

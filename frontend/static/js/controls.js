@@ -43,7 +43,7 @@ export class Controls {
     this.speed.addEventListener("change", () => this.conn.send({ type: "speed", speed: Number(this.speed.value) }));
     this.select.addEventListener("change", () => this.choose(this.select.value, {}));
     this.scrubber.addEventListener("pointerdown", () => (this.scrubbing = true));
-    this.scrubber.addEventListener("input", () => (this.clock.textContent = `${us(Number(this.scrubber.value))} / ${us(this.store.duration)}`));
+    this.scrubber.addEventListener("input", () => (this.clock.textContent = this.clockText(Number(this.scrubber.value))));
     this.scrubber.addEventListener("change", () => {
       this.scrubbing = false;
       this.seek(Number(this.scrubber.value));
@@ -113,13 +113,73 @@ export class Controls {
     const tag = ev.target && ev.target.tagName;
     if (tag === "INPUT" && ev.target.type !== "range") return;
     if (tag === "SELECT" || tag === "TEXTAREA" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    if (ev.key === " ") {
-      ev.preventDefault();
-      if (this.playing) this.pause();
-      else this.play();
-    } else if (ev.key === "s") this.step();
-    else if (ev.key === "+" || ev.key === "=") this.bumpSpeed(1);
-    else if (ev.key === "-" || ev.key === "_") this.bumpSpeed(-1);
+    // profiler habits: space plays, arrows step (right: one batch; left: back to the previous launch), WASD zooms
+    // (w in, s out, around the cursor) and pans (a, d), 0 / Escape resets the zoom, [ and ] walk the kernel
+    // launches (pinned in the detail pane), + / - change the speed
+    const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+    const act = {
+      " ": () => (this.playing ? this.pause() : this.play()),
+      ArrowRight: () => this.step(),
+      ArrowLeft: () => this.stepBack(),
+      w: () => this.zoom(0.5),
+      s: () => this.zoom(2),
+      a: () => this.pan(-0.25),
+      d: () => this.pan(0.25),
+      0: () => this.store.resetRange(),
+      Escape: () => this.store.resetRange(),
+      "[": () => this.onKernelKey && this.onKernelKey(-1),
+      "]": () => this.onKernelKey && this.onKernelKey(1),
+      "+": () => this.bumpSpeed(1),
+      "=": () => this.bumpSpeed(1),
+      "-": () => this.bumpSpeed(-1),
+      _: () => this.bumpSpeed(-1),
+    }[key];
+    if (!act) return;
+    ev.preventDefault(); // a focused scrubber would move too; space would scroll
+    act();
+  }
+
+  // The start of run A's launch before the playback time (the left arrow: one launch back).
+  stepBack() {
+    const run = this.store.main;
+    if (!run) return;
+    const starts = this.starts && this.starts.run === run ? this.starts.t : (this.starts = { run, t: run.kernel.map((k) => k.start_us).sort((x, y) => x - y) }).t;
+    const t = this.store.t - 1e-6;
+    let lo = 0;
+    let hi = starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (starts[mid] < t) lo = mid + 1;
+      else hi = mid;
+    }
+    this.pause();
+    this.seek(lo > 0 ? starts[lo - 1] : 0);
+  }
+
+  // The shown range, µs of the main run's clock.
+  viewRange() {
+    return this.store.axis.range || this.store.axis.extent;
+  }
+
+  // Zoom by `factor` (0.5: twice as close) around the playback time when it is in view, else the middle.
+  zoom(factor) {
+    const [a, b] = this.viewRange();
+    const t = this.store.t;
+    const c = t >= a && t <= b ? t : (a + b) / 2;
+    const half = ((b - a) * factor) / 2;
+    const [e0, e1] = this.store.axis.extent;
+    const w = Math.min(half * 2, e1 - e0);
+    let lo = Math.max(e0, c - w / 2);
+    lo = Math.min(lo, e1 - w);
+    this.store.setRange([lo, lo + w]);
+  }
+
+  // Pan by `share` of the shown width (negative: earlier).
+  pan(share) {
+    const [a, b] = this.viewRange();
+    const [e0, e1] = this.store.axis.extent;
+    const d = Math.max(e0 - a, Math.min(e1 - b, (b - a) * share));
+    if (this.store.axis.range) this.store.setRange([a + d, b + d]);
   }
 
   bumpSpeed(dir) {
@@ -156,17 +216,47 @@ export class Controls {
       o.title = s.description;
       this.select.append(o);
     }
+    this.names = list.map((s) => s.name);
+    this.defaultName = defaultScenario && this.names.includes(defaultScenario) ? defaultScenario : list[0] && list[0].name;
+    window.addEventListener("popstate", () => this.fromURL(false)); // Back / Forward: the preset of that entry
+    await this.fromURL(true);
+  }
+
+  // Load what the URL names: its scenario and settings (a shared link, or a history entry on Back / Forward).
+  async fromURL(first) {
     const q = new URLSearchParams(location.search);
-    const name = q.get("scenario") || defaultScenario || (list[0] && list[0].name);
+    const name = q.get("scenario") || this.defaultName;
     const set = {};
     for (const f of FORM_FIELDS) if (q.has(f)) set[f] = parse(f, q.get(f));
     for (const [k, v] of q) if (DOTTED.test(k) && !FORM_FIELDS.includes(k)) set[k] = scalar(v); // deployment.tp=8, ...
     if (q.has("fault")) set.faults = q.get("fault") ? [FAULT_DEFAULTS[q.get("fault")]].filter(Boolean) : [];
-    if (Object.keys(set).length) this.form.classList.remove("hidden"); // a shared view shows what it changed
+    if (first && Object.keys(set).length) this.form.classList.remove("hidden"); // a shared view shows what it changed
+    this.fromHistory = !first; // the entry exists already: no new one
     if (name) await this.choose(name, set);
   }
 
+  // An unknown preset or settings the server refuses, before any run is on screen: say so and show the default
+  // preset (never "Loading the run..." forever).
+  fallBack(why) {
+    if (this.shown || this.fellBack || !this.defaultName) return false;
+    this.fellBack = true;
+    this.keepError = true;
+    const line = $("story-line");
+    line.textContent = `${why} · showing the default preset, ${this.defaultName}`;
+    line.classList.add("error");
+    this.toast && this.toast(`${why} · showing ${this.defaultName}`, "error");
+    this.fromHistory = false;
+    this.replaceNext = true; // the default replaces the broken entry
+    this.choose(this.defaultName, {});
+    return true;
+  }
+
   async choose(name, set) {
+    if (this.names && !this.names.includes(name)) {
+      if (this.fallBack(`scenario: unknown preset '${name}' (one of ${this.names.length}: ${this.names.slice(0, 3).join(", ")}, ...)`)) return;
+      this.toast && this.toast(`scenario: unknown preset '${name}'`, "error");
+      return;
+    }
     this.select.value = name;
     const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
     this.preset = r.ok ? await r.json() : null;
@@ -175,6 +265,11 @@ export class Controls {
   }
 
   apply() {
+    const bad = checkForm(this.form);
+    if (bad) {
+      showFieldError(this.form, $("form-error"), bad[0], bad[1]);
+      return;
+    }
     const data = new FormData(this.form);
     const set = {};
     for (const f of FORM_FIELDS) {
@@ -189,7 +284,7 @@ export class Controls {
     if (fault !== presetFault) set.faults = fault ? [FAULT_DEFAULTS[fault]] : [];
     // the deployment card's and a sweep point's overrides stay (the form's own dotted fields are read above)
     for (const [k, v] of Object.entries(this.currentSet || {})) if (DOTTED.test(k) && !FORM_FIELDS.includes(k)) set[k] = v;
-    $("form-error").textContent = "";
+    clearFieldErrors(this.form, $("form-error"));
     this.pendingURL = [this.select.value, set]; // the URL changes once the server accepted the settings
     this.load({ type: "load", scenario: this.select.value, set });
   }
@@ -201,13 +296,20 @@ export class Controls {
     this.conn.send({ type: "load", scenario: this.select.value, set });
   }
 
+  // The URL of the run on screen. Another preset than the entry's is a new history entry (Back returns to the
+  // previous preset); new settings of the same preset, or a load from history itself, replace it.
   setURL(name, set) {
     const q = new URLSearchParams({ scenario: name, ...(this.extraQuery ? this.extraQuery() : {}) });
     for (const [k, v] of Object.entries(set)) {
       if (k === "faults") q.set("fault", v.length ? v[0].kind : "");
       else q.set(k, String(v));
     }
-    history.replaceState(null, "", `${location.pathname}?${q}`);
+    const was = new URLSearchParams(location.search).get("scenario");
+    const url = `${location.pathname}?${q}`;
+    if (was && was !== name && !this.fromHistory && !this.replaceNext) history.pushState(null, "", url);
+    else history.replaceState(null, "", url);
+    this.fromHistory = false;
+    this.replaceNext = false;
   }
 
   fillForm(spec) {
@@ -232,9 +334,13 @@ export class Controls {
       this.currentSet = this.pendingURL[1];
     }
     this.pendingURL = null;
-    $("form-error").textContent = "";
+    if (this.keepError) this.keepError = false; // the refused settings' message stays beside the form
+    else {
+      $("story-line").classList.remove("error");
+      clearFieldErrors(this.form, $("form-error"));
+    }
     this.fillForm(msg.scenario);
-    this.scrubber.max = String(msg.duration_us || 1);
+    this.scrubber.max = String(this.store.duration || 1); // the longer of the two runs (store.reset)
     this.scrubber.value = "0";
     if (this.select.value !== msg.scenario.name && [...this.select.options].some((o) => o.value === msg.scenario.name)) this.select.value = msg.scenario.name;
   }
@@ -251,22 +357,97 @@ export class Controls {
     if (this.toast) this.toast(text, "error");
   }
 
+  // An error message as the user reads it: the field and the fix, without the framework's wording.
+  errorText(msg) {
+    if (!msg.field) return msg.message;
+    const name = msg.field.replace(/^(set|spec)\./, "");
+    return plainError(name, msg.message, this.form.elements[name]);
+  }
+
   onError(msg) {
     if (msg.field && /^(set|spec|events)/.test(msg.field)) {
-      $("form-error").textContent = msg.message;
+      showFieldError(this.form, $("form-error"), msg.field, msg.message);
       this.form.classList.remove("hidden");
     }
+    if (msg.field && /^(set|spec|scenario)/.test(msg.field)) {
+      const name = msg.field.replace(/^(set|spec)\./, "");
+      this.fallBack(plainError(name, msg.message, this.form.elements[name]));
+    }
+  }
+
+  // "12.35 ms / 5.123 s · whole model": playback time and the run's end, in the units on screen
+  clockText(t) {
+    const ax = this.store.axis;
+    const what = ax.units === "model" ? "whole model" : ax.clock === "model" ? "one layer of each step" : "one layer";
+    return `${us(ax.clockUs(t))} / ${us(ax.clockUs(this.store.duration))} · ${what}`;
   }
 
   tick() {
     const t = this.store.t;
-    const key = `${t}/${this.store.duration}`;
+    const key = `${t}/${this.store.duration}/${this.store.axis.ver}`;
     if (!this.scrubbing && key !== this.tickKey) {
       this.tickKey = key;
       this.scrubber.value = String(t);
-      const text = `${us(t)} / ${us(this.store.duration)}`;
-      if (text !== this.clockText) this.clock.textContent = this.clockText = text; // no layout work when unchanged
+      const text = this.clockText(t);
+      if (text !== this.shownClock) this.clock.textContent = this.shownClock = text; // no layout work when unchanged
     }
+  }
+}
+
+// A field's error: said beside the form ("chunk_size must be ...") and on the input (aria-invalid, a red outline).
+export function showFieldError(form, box, field, message) {
+  clearFieldErrors(form, box);
+  const name = field.replace(/^(set|spec)\./, "");
+  const input = form.elements[name] || form.elements[name.split(".").pop()];
+  box.textContent = plainError(name, message, input);
+  box.setAttribute("role", "alert");
+  if (input && input.setAttribute) {
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-describedby", box.id);
+    input.classList.add("invalid");
+  }
+}
+
+// The server's validation message without the framework's wording: "set: field 'chunk_size': Input should be a
+// valid integer" -> "chunk_size must be a whole number from 16 to 65536" (the range from the input itself).
+export function plainError(name, message, input) {
+  let m = String(message).replace(/^(set|spec|scenario):\s*/, "").replace(/^field '[^']*':\s*/, "");
+  const range = input && input.min !== "" && input.max !== "" && input.min !== undefined ? ` from ${input.min} to ${input.max}` : "";
+  const rules = [
+    [/^Input should be a valid integer.*$/i, `must be a whole number${range}`],
+    [/^Input should be a valid number.*$/i, `must be a number${range}`],
+    [/^Input should be greater than or equal to (\S+)$/i, (_, n) => `must be at least ${n}${range ? ` (${range.trim()})` : ""}`],
+    [/^Input should be greater than (\S+)$/i, (_, n) => `must be more than ${n}${range ? ` (${range.trim()})` : ""}`],
+    [/^Input should be less than or equal to (\S+)$/i, (_, n) => `must be at most ${n}${range ? ` (${range.trim()})` : ""}`],
+    [/^Input should be less than (\S+)$/i, (_, n) => `must be less than ${n}${range ? ` (${range.trim()})` : ""}`],
+    [/^Input should be (.*)$/i, (_, what) => `must be ${what}`],
+  ];
+  for (const [re, to] of rules) if (re.test(m)) return `${name} ${m.replace(re, to)}`;
+  m = m.replace(/^Value error,\s*/i, "");
+  return m.startsWith(name) ? m : `${name}: ${m}`;
+}
+
+// The form's own check before a load: each number within its input's min / max, whole where it has no step.
+// [field, message] of the first bad input, or null.
+export function checkForm(form) {
+  for (const f of NUMERIC) {
+    const input = form.elements[f];
+    if (!input || input.value === "") continue;
+    const v = Number(input.value);
+    const lo = input.min === "" ? -Infinity : Number(input.min);
+    const hi = input.max === "" ? Infinity : Number(input.max);
+    const whole = input.step !== "any";
+    const what = `${whole ? "a whole number" : "a number"}${Number.isFinite(lo) && Number.isFinite(hi) ? ` from ${lo} to ${hi}` : Number.isFinite(lo) ? ` of at least ${lo}` : ""}`;
+    if (!Number.isFinite(v) || (whole && !Number.isInteger(v)) || v < lo || v > hi) return [f, `${f} must be ${what} (got ${input.value || "nothing"})`];
+  }
+  return null;
+}
+
+export function clearFieldErrors(form, box) {
+  box.textContent = "";
+  for (const n of form.querySelectorAll("[aria-invalid]")) {
+    n.removeAttribute("aria-invalid");
+    n.classList.remove("invalid");
   }
 }
 

@@ -57,6 +57,7 @@ applyTheme(query.get("theme") || document.documentElement.dataset.theme || "dark
 
 let controls = null;
 const serving = new ServingState(store); // request, step and deployment events as they play, beside the store
+const servingB = new ServingState(store, false); // a comparison's run B, from its whole run (drawn beside A's)
 const detail = new DetailPane($("detail"), store, (t) => controls.seek(t));
 const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"), (run, k) => detail.pin(run, k));
 const memory = new MemoryView($("memory-plot"), store, $("memory-legend"));
@@ -64,10 +65,10 @@ const latency = new LatencyView($("latency-plot"), store, $("latency-legend"));
 const numerics = new NumericsView($("numerics-plot"), store);
 const experts = new ExpertsView($("experts-plot"), store, $("experts-info"));
 const stages = new StagesView($("stages-plot"), store);
-const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"));
+const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"), servingB);
 fillRequestLegend($("requests-legend"));
-const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"));
-const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"));
+const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"), servingB);
+const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"), servingB);
 const kvblocks = new KvBlocksView($("kvblocks-plot"), store, serving);
 const servingPanels = [$("requests"), $("step-mix"), $("latency-dist")];
 const servingPlots = new Map([requests, stepmix, latdist, kvblocks].map((v) => [v, 0])); // view -> when it may draw next
@@ -79,6 +80,29 @@ const log = new LogView($("events-log"), store);
 const cursors = timePlots.map((v) => new TimeCursor(v.el));
 const exporter = new Exporter(store, stats);
 
+// Hover links entities across panels (one entity, one mark everywhere): a stage in the stages panel or a node of
+// the topology marks the same stage in the other; a request's lane marks its pages in the bank map, a page its lane.
+// body.dataset.linked says what is linked now (tests).
+function linkStage(id) {
+  for (const n of document.querySelectorAll("#topology-svg g.node")) n.classList.toggle("linked", id !== null && n.dataset.stage === id);
+  stages.link(id);
+  document.body.dataset.linked = id === null ? "" : `stage:${id}`;
+}
+function linkRequest(role, id) {
+  const on = id !== null && id !== undefined;
+  banks.link(role, on ? id : null);
+  requests.link(role, on ? id : null);
+  document.body.dataset.linked = on ? `request:${role === "compare" ? "B" : "A"}:${id}` : "";
+}
+stages.onHover = linkStage;
+$("topology-svg").addEventListener("mouseover", (ev) => {
+  const n = ev.target.closest && ev.target.closest("g.node");
+  linkStage(n ? n.dataset.stage : null);
+});
+$("topology-svg").addEventListener("mouseleave", () => linkStage(null));
+requests.onHover = (role, id) => linkRequest(role, id ?? null);
+banks.onHover = (role, id) => linkRequest(role, id ?? null);
+
 const conn = new Connection(onMessage, (status) => {
   $("status").textContent = status;
   $("status").dataset.state = status === "live" ? "live" : "down";
@@ -87,6 +111,7 @@ conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : fal
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
 controls.extraQuery = () => extraQuery();
+controls.onKernelKey = (dir) => walkKernel(dir);
 const deployment = new DeploymentView($("deployment"), store, serving, (set) => controls.loadWith(set));
 const sweep = new SweepView($("sweep"), store, {
   scenario: () => controls.select.value,
@@ -98,6 +123,33 @@ const tour = new Tour($("tour"), store, {
   pause: () => controls.pause(),
   seek: (t) => controls.seek(t),
 });
+
+// [ and ]: pin run A's previous / next launch (from the pinned one, else from the playback time), move the playback
+// there and keep it in view: every kernel is reachable from the keyboard.
+function walkKernel(dir) {
+  const run = store.main;
+  if (!run || !run.kernel.length) return;
+  const order = walkKernel.order && walkKernel.order.run === run ? walkKernel.order.rows
+    : (walkKernel.order = { run, rows: run.kernel.map((_, i) => i).sort((x, y) => run.kernel[x].start_us - run.kernel[y].start_us || x - y) }).rows;
+  const p = detail.pinned && detail.pinned.run === run ? order.indexOf(run.kernel.indexOf(detail.pinned.k)) : -1;
+  let i;
+  if (p >= 0) i = Math.max(0, Math.min(order.length - 1, p + dir));
+  else {
+    i = order.findIndex((r) => run.kernel[r].start_us >= store.t - 1e-6);
+    if (i < 0) i = order.length - 1;
+    if (dir < 0 && i > 0 && run.kernel[order[i]].start_us > store.t) i -= 1;
+  }
+  const k = run.kernel[order[i]];
+  detail.pin(run, k);
+  controls.pause();
+  controls.seek(k.start_us);
+  const r = store.axis.range;
+  if (r && (k.start_us < r[0] || k.start_us + k.dur_us > r[1])) {
+    const w = r[1] - r[0];
+    store.setRange([k.start_us - w / 2, k.start_us + w / 2]);
+  }
+  $("status").dataset.kernel = `${order[i]}`; // read by tests
+}
 
 function applyTheme(name) {
   const t = setTheme(name);
@@ -112,6 +164,10 @@ function applyTheme(name) {
   return t;
 }
 
+// The units the user chose (the switch, or ?units= in the URL); null: each run opens in its own clock's units
+// (a serving run in whole-model time, what a client measures; a one-request run in one layer's).
+let chosenUnits = ["layer", "model"].includes(query.get("units")) ? query.get("units") : null;
+
 function applyUnits(units) {
   store.setUnits(units);
   for (const b of document.querySelectorAll("[data-units]")) {
@@ -119,14 +175,103 @@ function applyUnits(units) {
     b.classList.toggle("on", on);
     b.setAttribute("aria-pressed", String(on));
   }
+  // the story line, the delta line and the clock say their times in the same units as the axes
+  if (store.scenario) {
+    $("story-line").innerHTML = storyLine(store);
+    $("delta-line").innerHTML = deltaLine(store);
+  }
+}
+
+function runUnits() {
+  return chosenUnits || (store.main && store.main.clock === "model" ? "model" : "layer");
 }
 
 // settings that live in the URL beside the scenario's: theme and units
 function extraQuery() {
   const q = {};
   if (document.documentElement.dataset.theme === "light") q.theme = "light";
-  if (store.axis.units === "model") q.units = "model";
+  if (chosenUnits) q.units = chosenUnits;
   return q;
+}
+
+// A link's moment: ?t= (playback time, µs of the run's clock), &x0=&x1= (the zoom, µs), &step= (tour step, from 1),
+// &kernel= (the pinned launch: its run, A or B, and its row in that run's kernel table, e.g. A12). Read once and
+// applied when the link's run loads; written back as they change (never while playing), so a link is a moment.
+function readMoment(q) {
+  const m = {};
+  const bad = [];
+  for (const k of ["t", "x0", "x1"]) {
+    if (!q.has(k)) continue;
+    const v = Number(q.get(k));
+    if (q.get(k) !== "" && Number.isFinite(v) && v >= 0) m[k] = v;
+    else bad.push(`${k}=${q.get(k)}: a time in µs, 0 or more`);
+  }
+  if (q.has("step")) {
+    const v = Number(q.get("step"));
+    if (Number.isInteger(v) && v >= 1) m.step = v;
+    else bad.push(`step=${q.get("step")}: a tour step, 1 or more`);
+  }
+  if (q.has("kernel")) {
+    const r = /^([AB])(\d+)$/.exec(q.get("kernel"));
+    if (r) m.kernel = { role: r[1] === "A" ? "main" : "compare", row: Number(r[2]) };
+    else bad.push(`kernel=${q.get("kernel")}: a run and a launch, e.g. A12`);
+  }
+  return { m, bad, scenario: q.get("scenario") };
+}
+let moment = readMoment(query);
+window.addEventListener("popstate", () => (moment = readMoment(new URLSearchParams(location.search)))); // Back: that entry's moment
+
+function applyMoment() {
+  const { m, bad, scenario } = moment;
+  moment = null;
+  if (scenario && store.scenario.name !== scenario) return; // the link's run was refused: its moment does not apply
+  if (("x0" in m) !== ("x1" in m) || ("x0" in m && !(m.x1 > m.x0))) bad.push("x0, x1: the zoom needs both, x0 < x1");
+  else if ("x0" in m) store.setRange([m.x0, m.x1]);
+  if (m.kernel) {
+    const run = store.runs.find((r) => r.role === m.kernel.role);
+    const k = run && run.kernel[m.kernel.row];
+    if (k) detail.pin(run, k);
+    else bad.push(`kernel: run ${m.kernel.role === "main" ? "A" : "B"} has no launch ${m.kernel.row}`);
+  }
+  let t = m.t;
+  if (m.step) {
+    const steps = (store.scenario.tour || []).length;
+    if (m.step > steps) bad.push(`step=${m.step}: this preset's tour has ${steps} steps`);
+    else {
+      if (t === undefined) t = tour.stepTime(m.step - 1);
+      tour.arrive(m.step - 1, t);
+    }
+  }
+  if (t !== undefined) {
+    if (t > store.duration) bad.push(`t=${t}: past the end of the run (${Math.round(store.duration)} µs)`);
+    else controls.seek(t);
+  }
+  if (bad.length) toast(`link: ${bad.join("; ")}`, "error");
+}
+
+// The moment on screen as URL parameters (see readMoment).
+function momentQuery() {
+  const q = {};
+  if (store.t > 0) q.t = String(+store.t.toPrecision(9));
+  if (store.axis.range) [q.x0, q.x1] = store.axis.range.map((v) => String(+v.toPrecision(9)));
+  if (tour.index >= 0) q.step = String(tour.index + 1);
+  const p = detail.pinned;
+  if (p) {
+    if (!p.row || p.row[0] !== p.k) p.row = [p.k, p.run.kernel.indexOf(p.k)];
+    if (p.row[1] >= 0) q.kernel = `${p.run.role === "main" ? "A" : "B"}${p.row[1]}`;
+  }
+  return q;
+}
+
+let momentAt = 0;
+function keepMoment(now) {
+  if (now < momentAt || !store.scenario || moment || controls.playing) return;
+  momentAt = now + 400;
+  const q = new URLSearchParams(location.search);
+  const was = q.toString();
+  for (const k of ["t", "x0", "x1", "step", "kernel"]) q.delete(k);
+  for (const [k, v] of Object.entries(momentQuery())) q.set(k, v);
+  if (q.toString() !== was) history.replaceState(history.state, "", `${location.pathname}?${q}`);
 }
 
 function refreshURL() {
@@ -142,6 +287,7 @@ $("theme-toggle").addEventListener("click", () => {
 });
 for (const b of document.querySelectorAll("[data-units]")) {
   b.addEventListener("click", () => {
+    chosenUnits = b.dataset.units;
     applyUnits(b.dataset.units);
     refreshURL();
   });
@@ -204,20 +350,23 @@ function onMessage(msg) {
     case "loaded":
       store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
       serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
-      applyUnits(store.axis.units);
+      if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
+      applyUnits(runUnits());
       detail.clear();
       servingShown = null;
       showServing();
       deployment.onLoaded();
+      sweep.sync(servingShown);
       collapsePanels();
       controls.onLoaded(msg);
       tour.load(msg.scenario, msg.tour_results || []);
-      renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label));
+      renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
       $("story-line").innerHTML = storyLine(store);
       $("delta-line").innerHTML = deltaLine(store);
       $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
       $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
       document.title = `LayerScope — ${msg.scenario.name}`;
+      if (moment) applyMoment();
       break;
     case "frame":
       stats.frames += 1;
@@ -237,9 +386,9 @@ function onMessage(msg) {
       break;
     case "error":
       stats.errors.push(msg);
+      toast(controls.errorText(msg), "error"); // before onError: a fall back to the default preset says more
       controls.onError(msg);
       deployment.onError(msg);
-      toast(`${msg.field ? `${msg.field}: ` : ""}${msg.message}`, "error");
       break;
     default:
       break;
@@ -270,6 +419,7 @@ function loop(now) {
     if (growing && (!servingShown || (controls.playing && (now < servingPlots.get(v) || now < servingFreeAt)))) continue;
     const t0 = performance.now();
     if (v.render(store, store.axis)) {
+      for (const a of v.el.querySelectorAll(".modebar-btn:not([tabindex='-1'])")) a.tabIndex = -1; // out of the tab order
       const name = v.constructor.name;
       const ms = performance.now() - t0;
       stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, ms);
@@ -287,11 +437,11 @@ function loop(now) {
   // canvases over their plots, only when it changed: no Plotly call per cursor move (bench/README.md)
   if (servingShown) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
   for (const c of cursors) c.place(store.t, store.axis);
+  keepMoment(now);
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
-if (query.get("units") === "model") applyUnits("model");
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
 // Plotly is deferred after this module (index.html) and evaluates while the run loads; the first frame waits for it

@@ -29,6 +29,7 @@ export class Request {
     this.input_len = e.input_len;
     this.output_len = e.output_len;
     this.arrive = e.t_us;
+    this.frontMs = (e.frontend_us || 0) / 1e3; // tokenizer, HTTP, SSE: the client sees every token this much later
     this.firstToken = null; // timeline µs
     this.finished = null;
     this.preemptions = 0;
@@ -74,11 +75,13 @@ function mergeSorted(a, b) {
 }
 
 export class ServingState {
-  constructor(store) {
+  // live: false for a comparison's run B, built only from the whole run (loadRun) and never fed frames (one clock
+  // streams one run: run A's)
+  constructor(store, live = true) {
     this.store = store;
     this.clear();
     this.lastReset = store.ver.reset || 0;
-    store.listeners.push((frame) => this.onFrame(frame));
+    if (live) store.listeners.push((frame) => this.onFrame(frame));
   }
 
   clear() {
@@ -184,7 +187,7 @@ export class ServingState {
         if (r.firstToken === null) {
           r.firstToken = t;
           r.tokens.push({ t });
-          const ms = this.modelMs(r.arrive, t);
+          const ms = this.modelMs(r.arrive, t) + r.frontMs;
           this.lat.ttft.push(ms);
           this.latFirst.add(r.id);
         }
@@ -273,8 +276,8 @@ export class ServingState {
   }
 
   recordFinished(r) {
-    const ttft = r.firstToken !== null ? this.modelMs(r.arrive, r.firstToken) : NaN;
-    const e2el = this.modelMs(r.arrive, r.finished);
+    const ttft = r.firstToken !== null ? this.modelMs(r.arrive, r.firstToken) + r.frontMs : NaN;
+    const e2el = this.modelMs(r.arrive, r.finished) + r.frontMs;
     r.ttftMs = ttft;
     r.e2elMs = e2el;
     // vLLM: TPOT = (e2el - ttft) / (output_len - 1), excluding the first token; ITL = every gap between tokens

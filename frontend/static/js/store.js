@@ -85,6 +85,7 @@ export class Store {
     const clock = this.main ? this.main.clock : "layer";
     const same = this.runs.filter((r) => r.clock === clock);
     this.extent = Math.max(this.duration, ...same.map(end));
+    this.duration = this.extent; // playback runs to the end of the longer run (server/playback.py extent_us)
     this.axis.load(this.extent, this.layers, oneOffSpans(same), clock, clock === "model" ? this.main.step : []);
     this.axis.loadOthers(this.runs.filter((r) => r.clock !== clock).map((r) => ({ role: r.role, clock: r.clock, end: end(r), spans: oneOffSpans([r]), steps: r.step || [] })));
     this.bump("axis");

@@ -11,11 +11,14 @@
 
 import { CELL, FLASH, PHASE, REQUEST_STATE, RUN, THEME, ownerColor, requestColor, requestHex, rgb, runColor } from "../colors.js";
 import { esc } from "../format.js";
+import { hideTip, showTip } from "./tip.js";
 
 const FLASH_MS = 1200; // long enough to notice at normal speed (the state itself stays)
 const MOVE_MS = 1200;
 const STRIP = 10; // px of the CRC verdict strip (css px)
 const LABEL = 14; // px of a run's label row when two runs are shown
+const REDUCED = window.matchMedia ? window.matchMedia("(prefers-reduced-motion: reduce)") : { matches: false };
+const USED_SHARE = 0.6; // a run that never touches more than 60% of the slots shows only the slots it used
 const OPS = new Set(["page_alloc", "page_free", "page_migrate", "page_evict", "fault", "crc", "banks", "alloc_fail", "chunk"]);
 
 // One run's bank state at a time t: cells {owner, phase, state} where state is "ok", "evicted" or "stale".
@@ -38,6 +41,14 @@ export class BankModel {
     }
     this.banks = banks;
     this.cap = cap;
+    // the slots the run ever wrote: a 128-request serving run uses a few percent of a 92k-page pool, so its grid
+    // shows slots [0, shown) (the rest were never used) instead of drawing its pages into 1% of the width
+    let used = 0;
+    for (const e of this.ops) {
+      for (const sl of e.slots || []) used = Math.max(used, sl + 1);
+      if (e.kind === "page_migrate") used = Math.max(used, e.from_slot + 1, e.to_slot + 1);
+    }
+    this.shown = used && used < cap * USED_SHARE ? Math.min(cap, Math.ceil(used * 1.05)) : cap;
     this.pageLevel = this.ops.some((e) => e.kind === "page_alloc");
     // the most pages in use at once over the run (its bank snapshots): at the end of a serving run every request
     // has finished and freed its KV, so "0 pages" alone says nothing about the run
@@ -88,7 +99,7 @@ export class BankModel {
             this.cells[i] = { ...prev, holders: [...prev.holders, req], shared: true }; // the same block, one more holder
             return;
           }
-          this.cells[i] = { owner: e.owner, phase: e.phase, req, holders: req === null ? [] : [req], shared: false };
+          this.cells[i] = { owner: e.owner, phase: e.phase, req, holders: req === null ? [] : [req], shared: false, block: e.logical ? e.logical[j] : null };
           if (!e.logical) return;
           const key = `${e.owner}:${e.logical[j]}`;
           this.where.set(key, i);
@@ -202,8 +213,14 @@ export class BanksView {
     this.anims = [];
     this.lastReset = -1;
     this.shownT = null;
+    this.linked = null; // {role, id}: a request hovered in another panel (its lane), its pages outlined here
+    this.onHover = null; // (role, id) | (null): a request's page hovered here (main.js links it to its lane)
     this.layout();
     canvas.addEventListener("mousemove", (ev) => this.hover(ev));
+    canvas.addEventListener("mouseleave", () => {
+      hideTip();
+      if (this.onHover) this.onHover(null);
+    });
     new ResizeObserver(() => this.layout()).observe(canvas);
   }
 
@@ -309,6 +326,7 @@ export class BanksView {
   }
 
   animate(k, e) {
+    if (REDUCED.matches) return; // prefers-reduced-motion: the state changes, nothing flies or flashes
     const now = performance.now();
     if (e.kind === "page_migrate") this.anims.push({ k, type: "move", fb: e.from_bank, fs: e.from_slot, tb: e.to_bank, ts: e.to_slot, start: now });
     else if (e.kind === "page_evict") e.banks.forEach((b, j) => this.anims.push({ k, type: "cell", b, s: e.slots[j], color: FLASH.evict, start: now }));
@@ -338,7 +356,8 @@ export class BanksView {
         ctx.textBaseline = "bottom";
         ctx.fillText(`${m.run.role === "compare" ? "B" : "A"}: ${m.run.label}`, 0, r.y - 2);
       }
-      ctx.drawImage(this.grids[k].canvas, r.x, r.y, r.w, r.h);
+      ctx.drawImage(this.grids[k].canvas, 0, 0, m.shown, m.banks, r.x, r.y, r.w, r.h);
+      if (this.linked && this.linked.role === m.run.role) this.drawLinked(k);
       if (!m.pageLevel && m.snapshot) this.drawOccupancy(m, r);
       const rowH = r.h / m.banks;
       ctx.fillStyle = THEME.panel;
@@ -370,10 +389,32 @@ export class BanksView {
     });
   }
 
+  // Outline every page of the linked request in grid k.
+  drawLinked(k) {
+    const m = this.models[k];
+    const ctx = this.ctx;
+    ctx.strokeStyle = THEME.bright;
+    ctx.lineWidth = 1;
+    for (let i = 0; i < m.cells.length; i++) {
+      const c = m.cells[i];
+      if (!c || !c.holders || !c.holders.includes(this.linked.id)) continue;
+      const [x, y, w, h] = this.cellRect(k, Math.floor(i / m.cap), i % m.cap);
+      ctx.strokeRect(x - 0.5, y - 0.5, w + 1, h + 1);
+    }
+  }
+
+  // Outline the pages of request id of run role (hovered in the request lanes), or none.
+  link(role, id) {
+    const next = id === null || id === undefined ? null : { role, id };
+    if (JSON.stringify(next) === JSON.stringify(this.linked)) return;
+    this.linked = next;
+    this.needsDraw = true;
+  }
+
   cellRect(k, b, s) {
     const r = this.region(k);
     const m = this.models[k];
-    const w = r.w / m.cap;
+    const w = r.w / m.shown;
     const h = r.h / m.banks;
     return [r.x + s * w, r.y + b * h, Math.max(w, 2), Math.max(h - 1, 1)];
   }
@@ -427,7 +468,8 @@ export class BanksView {
       const bad = m.crc.filter((v) => v === false).length;
       const tag = this.models.length > 1 ? `${m.run.role === "compare" ? "B" : "A"}: ` : "";
       const peak = m.byRequest && m.peak ? ` in use (run peak ${m.peak.toLocaleString("en-US")})` : "";
-      return `${tag}${m.banks}×${m.cap} · ${n.used} pages${peak}` + (n.evicted ? ` · ${n.evicted} evicted` : "") + (n.stale ? ` · ${n.stale} stale` : "") + (bad ? ` · CRC ✗ ${bad} banks` : "");
+      const part = m.shown < m.cap ? ` (slots 0-${m.shown - 1} shown: the rest never used)` : "";
+      return `${tag}${m.banks}×${m.cap}${part} · ${n.used} pages${peak}` + (n.evicted ? ` · ${n.evicted} evicted` : "") + (n.stale ? ` · ${n.stale} stale` : "") + (bad ? ` · CRC ✗ ${bad} banks` : "");
     });
     const text = parts.join("  |  ");
     if (text !== this.info.textContent) this.info.textContent = text;
@@ -477,16 +519,20 @@ export class BanksView {
       const r = this.region(i);
       return y >= r.y && y < r.y + r.h;
     });
-    if (k < 0) return;
+    if (k < 0) {
+      hideTip();
+      return;
+    }
     const m = this.models[k];
     const r = this.region(k);
     const b = Math.floor(((y - r.y) / r.h) * m.banks);
     const crc = m.crc[b] === null ? "not checked yet" : m.crc[b] ? "clean" : "MISMATCH";
     if (x > r.x + r.w) {
       this.canvas.title = `bank ${b}: latest CRC check ${crc}`;
+      showTip(`bank ${b}: latest CRC check ${esc(crc)}`, ev.clientX, ev.clientY);
       return;
     }
-    const s = Math.floor(((x - r.x) / r.w) * m.cap);
+    const s = Math.floor(((x - r.x) / r.w) * m.shown);
     const i = b * m.cap + s;
     const c = m.cells[i];
     const d = m.damage[i];
@@ -495,5 +541,14 @@ export class BanksView {
     const state = d ? `${d.state === "evicted" ? `EVICTED page ${d.logical} of ${d.owner} (red until it is re-fetched)` : `STALE map entry for page ${d.logical} of ${d.owner} (until the map is repaired)`}; slot now: ${held}` : held;
     this.canvas.title = `${this.models.length > 1 ? `${m.run.label}: ` : ""}bank ${b}, slot ${s}: ${state}\nbank ${b} CRC: ${crc}` +
       "\nOne row per KV bank, one cell per page (simulated at full size).";
+    // the page tooltip: request, block, state
+    const req = c && c.req !== null && c.req !== undefined ? c.holders.join(" + ") : null;
+    const pageState = d ? d.state : !c ? "free" : c.shared ? `shared by ${c.holders.length} requests (prefix cache)` : `${c.phase}-written`;
+    const tag = this.models.length > 1 ? `run ${m.run.role === "compare" ? "B" : "A"} · ` : "";
+    showTip(`<b>${tag}${req !== null ? `request ${esc(req)}` : esc(c ? c.owner : "free slot")}</b>` +
+      `${c && c.block !== null && c.block !== undefined ? ` · block ${c.block}` : ""}<br>state: ${esc(pageState)}` +
+      `<br>bank ${b}, slot ${s} · CRC ${esc(crc)}`, ev.clientX, ev.clientY);
+    this.tipText = { request: req, block: c ? c.block : null, state: pageState }; // read by tests
+    if (this.onHover) this.onHover(m.run.role, c && c.req !== null && c.req !== undefined ? c.req : null);
   }
 }

@@ -1,7 +1,9 @@
 // The article's stated figures beside what LayerScope simulates (from loaded.claims). A claim the article made
 // in its own setting is simulated there (a probe run of that setting); "this run" is the open run's own figure.
 // A comparison preset adds its compare run's own figure (loaded.compare.claims): columns A and B in the runs'
-// colours, so both runs read side by side.
+// colours, so both runs read side by side. Rows that concern the open run (loaded.claims[i].concerns, in either
+// run) lead; the rest fold away under a <details>. A serving run, which none of the article's figures concerns,
+// leads with its SLO figures instead: TTFT, TPOT and ITL p50 / p99 of each run against the scenario's SLA.
 
 import { esc } from "../format.js";
 
@@ -15,13 +17,30 @@ const VERDICT_TITLE = {
   setting: "the scenario chose another value than the article's default: a choice, not a claim",
 };
 
-export function renderClaims(el, claims, compare, labels = ["this run", "compare run"]) {
+// runs: [{label, summary}] of the run and its compare run; slaMs: the scenario's sla_ms
+export function renderClaims(el, claims, compare, labels = ["this run", "compare run"], runs = [], slaMs = null) {
+  const slo = sloTable(runs, slaMs);
   if (!claims || !claims.length) {
-    el.innerHTML = '<p class="empty" data-testid="no-claims">No claims for this run.</p>';
+    el.innerHTML = slo || '<p class="empty" data-testid="no-claims">No claims for this run.</p>';
     return;
   }
   const other = new Map(((compare && compare.claims) || []).map((c) => [c.id, c]));
   const two = other.size > 0;
+  const mine = (c) => c.concerns !== false || Boolean(other.get(c.id) && other.get(c.id).concerns);
+  const shown = claims.filter(mine);
+  const folded = claims.filter((c) => !mine(c));
+  const table = (list, testid) => claimsTable(list, other, two, labels, testid);
+  const rest = folded.length
+    ? `<details class="claims-rest" data-testid="claims-folded"><summary>${folded.length} claim${folded.length === 1 ? "" : "s"} this run does not exercise</summary>${table(folded, "claims-folded-table")}</details>`
+    : "";
+  el.innerHTML =
+    slo +
+    (two && shown.length ? `<p class="hint">A = <span class="a">${esc(labels[0])}</span> · B = <span class="b">${esc(labels[1])}</span>; hover a row for the physics and its setting</p>` : "") +
+    (shown.length ? table(shown, "claims-table") : `<p class="hint" data-testid="no-claims">None of the article's figures concerns this run${slo ? ": its SLO figures are above" : ""}.</p>`) +
+    rest;
+}
+
+function claimsTable(claims, other, two, labels, testid) {
   const rows = claims
     .map((c) => {
       const verdict = String(c.verdict || "");
@@ -41,16 +60,41 @@ export function renderClaims(el, claims, compare, labels = ["this run", "compare
     ? `<th class="a" title="The same figure in run A (${esc(labels[0])}), simulated at full size">A</th>` +
       `<th class="b" title="The same figure in run B (${esc(labels[1])}), simulated at full size">B</th>`
     : '<th title="The same figure in the run on screen (simulated at full size)">this run</th>';
-  el.innerHTML =
-    (two ? `<p class="hint">A = <span class="a">${esc(labels[0])}</span> · B = <span class="b">${esc(labels[1])}</span>; hover a row for the physics and its setting</p>` : "") +
-    '<table data-testid="claims-table">' +
+  return (
+    `<table data-testid="${testid}">` +
     `<colgroup><col class="c-claim"><col class="c-v"><col class="c-v"><col class="c-v">${two ? '<col class="c-v">' : ""}<col class="c-verdict"></colgroup>` +
     '<thead><tr><th title="What the article states">claim</th><th title="The article\'s figure">stated</th>' +
     '<th title="Simulated at full size in the claim\'s own setting: the article\'s (a probe run) for the figures it ' +
     'measured there, else this run; hover a row for the setting">simulated</th>' +
     runHeads +
     '<th title="consistent, off (how many times apart), not-exercised, not-stated, input or setting; hover a row for ' +
-    `the physical explanation">verdict</th></tr></thead><tbody>${rows}</tbody></table>`;
+    `the physical explanation">verdict</th></tr></thead><tbody>${rows}</tbody></table>`
+  );
+}
+
+const SLO = [["ttft", "TTFT", false], ["tpot", "TPOT", true], ["itl", "ITL", true]];
+
+// A serving run's latency figures (whole model, as vllm bench serve reports them) against the scenario's SLA
+// (sla_ms, on TPOT and ITL as the latency distributions draw it; the scenario states none for TTFT).
+function sloTable(runs, slaMs) {
+  const served = runs.filter((r) => r.summary && typeof r.summary.median_ttft_ms === "number");
+  if (!served.length) return "";
+  const heads = served.map((r, i) => `<th class="${"ab"[i]}" title="${esc(r.label)}">${served.length > 1 ? "AB"[i] + " " : ""}p50</th><th class="${"ab"[i]}" title="${esc(r.label)}">${served.length > 1 ? "AB"[i] + " " : ""}p99</th>`).join("");
+  const ms = (v) => (typeof v === "number" && isFinite(v) ? (v >= 100 ? v.toFixed(0) : v.toPrecision(3)) : "—");
+  const rows = SLO.map(([key, name, bound]) => {
+    const sla = bound && typeof slaMs === "number" ? slaMs : null;
+    const cells = served.map((r) => {
+      const p99 = r.summary[`p99_${key}_ms`];
+      const miss = sla !== null && typeof p99 === "number" && p99 > sla;
+      return `<td class="num">${ms(r.summary[`median_${key}_ms`])}</td><td class="num ${sla === null ? "" : miss ? "off" : "ok"}" data-slo="${key}">${ms(p99)}</td>`;
+    }).join("");
+    return `<tr><td>${name}</td>${cells}<td class="num">${sla === null ? "—" : `≤ ${ms(sla)}`}</td></tr>`;
+  }).join("");
+  return (
+    '<p class="hint">SLO figures of this run, whole model (simulated at full size), against the scenario\'s SLA ' +
+    "(sla_ms, on TPOT and ITL); red: the p99 misses it</p>" +
+    `<table data-testid="slo-table" class="slo"><thead><tr><th title="milliseconds, whole model">ms</th>${heads}<th title="The scenario's sla_ms">SLA</th></tr></thead><tbody>${rows}</tbody></table>`
+  );
 }
 
 function fmt(v) {

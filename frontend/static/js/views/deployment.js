@@ -6,6 +6,7 @@
 
 import { STAGE_KIND, THEME } from "../colors.js";
 import { esc } from "../format.js";
+import { clearFieldErrors, showFieldError } from "../controls.js";
 
 const FIELDS = [
   ["tp", "number"], ["ep", "number"], ["weight_dtype", "select"], ["kv_dtype", "select"],
@@ -63,13 +64,15 @@ export class DeploymentView {
     const about = msg.field && /deployment|^set\.(tp|ep|gpu)/.test(msg.field);
     if (!this.pending && !about && !/weights need|does not fit|deployment/i.test(msg.message)) return;
     this.pending = false;
-    this.error.textContent = `${msg.field ? `${msg.field}: ` : ""}${msg.message}`;
+    const name = msg.field ? msg.field.replace(/^(set|spec)\./, "").replace(/^deployment\./, "") : "";
+    if (name) showFieldError(this.form, this.error, name, msg.message); // the field and the fix, the input marked
+    else this.error.textContent = msg.message;
     this.error.classList.remove("hidden");
   }
 
   onLoaded() {
     this.pending = false;
-    this.error.textContent = "";
+    clearFieldErrors(this.form, this.error);
     this.error.classList.add("hidden");
     this.drawn = "";
     const d = this.settings() || DEFAULTS; // no deployment yet: the form starts from DeploymentSpec's defaults

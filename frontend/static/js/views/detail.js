@@ -40,7 +40,7 @@ export class DetailPane {
       ["intensity", ai === null ? "—" : `${ai.toFixed(1)} FLOP/byte`],
       ["bound", `${k.bound}-bound`],
       ["HBM util · L2 hit", `${pct(k.hbm_util)} · ${pct(k.l2_hit)}`],
-      ["source", "simulated at full size"],
+      ["priced from", k.source === "measured" ? `measured table: ${k.table}` : "analytic model (roofline; no measured table covers this shape)"],
     ];
     const go = where ? `<button data-go="${where[0]}" data-n="${where[1]}" data-testid="detail-goto">go to ${where[0]} ${where[1]}</button>` : "";
     this.el.innerHTML =

@@ -68,7 +68,8 @@ export class LatencyView {
         const [v0, v1] = ax.shown();
         const right = (x[i] - v0) / Math.max(v1 - v0, 1e-9) > 0.55; // keep the label inside the plot
         annotations.push({
-          x: x[i], y: y[i], ax: right ? -40 : 40, ay: 28, xanchor: right ? "right" : "left", text: `step ${step}: +${us(extra)} one-off, not drawn`,
+          x: x[i], y: y[i], ax: right ? -40 : 40, ay: -30, // above the point: never over the axis ticks
+          xanchor: right ? "right" : "left", text: `step ${step}: +${us(extra)} one-off, not drawn`,
           hovertext: "a whole-model one-off cost (the prefill→decode switch-over), shown apart so it does not squeeze the steps", font: { size: 10, color: RUN.main }, arrowcolor: RUN.main, arrowsize: 0.6,
         });
       }

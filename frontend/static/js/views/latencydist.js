@@ -9,7 +9,7 @@
 // incrementally (serving.finishOrder: values in finish order), so a cursor move costs a binary search and the
 // values of the requests that finished (or un-finished, seeking back) since the last draw.
 
-import { PHASE, PLOT_CONFIG, SERIES, STAGE_KIND, THEME, plotLayout } from "../colors.js";
+import { PHASE, PLOT_CONFIG, SERIES, STAGE_KIND, THEME, plotLayout, runColor } from "../colors.js";
 import { PlotOverlay } from "./overlay.js";
 
 const PANES = [
@@ -42,10 +42,12 @@ function binOf(b, v) {
 }
 
 export class LatencyDistView {
-  constructor(el, store, serving, info) {
+  // servingB: a comparison's run B, drawn over A's bars as a step outline with its own p50 / p99 (whole run)
+  constructor(el, store, serving, info, servingB = null) {
     this.el = el;
     this.store = store;
     this.serving = serving;
+    this.servingB = servingB;
     this.info = info;
     this.drawn = "";
     this.overlay = new PlotOverlay(el);
@@ -93,22 +95,37 @@ export class LatencyDistView {
     const ydom = (i) => (narrow ? [1 - (i + 1) / 3 + 0.09, 1 - i / 3 - 0.06] : [0, 0.86]);
     const sla = s.scenario && s.scenario.sla_ms;
     const fo = this.serving.finishOrder();
+    const foB = this.servingB && this.servingB.order.length ? this.servingB.finishOrder() : null;
     const shapes = [];
     const annotations = [];
     const layout = plotLayout({ margin: { l: 40, r: 8, t: 20, b: 30 }, bargap: 0.05, hovermode: "closest" });
     this.panes = [];
-    const traces = PANES.map((p, i) => {
+    const traces = [];
+    this.bStats = {};
+    PANES.forEach((p, i) => {
       const ax = i ? `${i + 1}` : "";
       const values = fo.values[p.key];
       const sorted = [...values].sort((a, b) => a - b);
       const n = fo.t.length;
-      const b = binsOf(sorted, fo.p99[p.key][n], p.sla && sla);
+      const valuesB = foB ? foB.values[p.key] : [];
+      const sortedB = [...valuesB].sort((a, b) => a - b);
+      const p99B = foB ? foB.p99[p.key][foB.t.length] : NaN;
+      // one set of bins for both runs, so A's bars and B's outline read on one scale
+      const both = foB ? [...sorted, ...sortedB].sort((a, b) => a - b) : sorted;
+      const b = binsOf(both, Math.max(fo.p99[p.key][n], Number.isFinite(p99B) ? p99B : 0) || 0, p.sla && sla);
       const bin = Int16Array.from(values, (v) => binOf(b, v));
       const whole = new Array(BINS).fill(0);
       for (const j of bin) if (j >= 0) whole[j] += 1;
       this.panes.push({ key: p.key, bins: b, bin, counts: new Array(BINS).fill(0), beyond: 0 });
       const x = whole.map((_, j) => b.lo + (j + 0.5) * b.size);
-      const top = Math.max(1, ...whole);
+      const wholeB = new Array(BINS).fill(0);
+      let beyondB = 0;
+      for (const v of valuesB) {
+        const j = binOf(b, v);
+        if (j < 0) beyondB += 1;
+        else wholeB[j] += 1;
+      }
+      const top = Math.max(1, ...whole, ...(foB ? wholeB : []));
       layout[`xaxis${ax}`] = {
         domain: dom(i), anchor: `y${ax}`, gridcolor: THEME.grid, zeroline: false, title: { text: narrow ? "" : `${p.title} (ms)`, standoff: 2 },
         range: [0, Math.max(b.end, p.sla && sla ? sla * 1.1 : 0)],
@@ -119,12 +136,28 @@ export class LatencyDistView {
         shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: sla, x1: sla, y0: 0, y1: 1, line: { color: SERIES.sla, width: 1.5, dash: "dash" } });
         annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: sla, y: 0.7, text: `SLA ${sla}`, showarrow: false, xanchor: "left", font: { size: 10, color: SERIES.sla }, bgcolor: THEME.panel });
       }
-      return {
-        type: "bar", name: p.title, meta: p.key, x, y: whole, width: b.size * 0.95, xaxis: `x${ax}`, yaxis: `y${ax}`, opacity: GHOST,
+      traces.push({
+        type: "bar", name: foB ? `A ${p.title}` : p.title, meta: p.key, x, y: whole, width: b.size * 0.95, xaxis: `x${ax}`, yaxis: `y${ax}`, opacity: GHOST,
         customdata: x.map((c) => `${fmt(c - b.size / 2)}–${fmt(c + b.size / 2)}`),
         marker: { color: p.color(), line: { color: THEME.paper, width: 0.5 } },
-        hovertemplate: `${p.title} %{customdata} ms: %{y} ${p.unit} of the whole run<extra>whole model, simulated</extra>`,
-      };
+        hovertemplate: `${foB ? "run A · " : ""}${p.title} %{customdata} ms: %{y} ${p.unit} of the whole run<extra>whole model, simulated</extra>`,
+      });
+      if (!foB) return;
+      // run B: its whole run as an outline over A's bars, its p50 / p99 as lines in B's colour (labelled "B p50")
+      const colB = runColor("compare");
+      const stB = { n: valuesB.length, p50: foB.p50[p.key][foB.t.length], p99: p99B, beyond: beyondB, counts: wholeB };
+      this.bStats[p.key] = stB;
+      traces.push({
+        type: "scatter", mode: "lines", name: `B ${p.title}`, meta: `B ${p.key}`, x, y: wholeB, xaxis: `x${ax}`, yaxis: `y${ax}`,
+        line: { color: colB, width: 1.5, shape: "hvh" },
+        customdata: x.map((c) => `${fmt(c - b.size / 2)}–${fmt(c + b.size / 2)}`),
+        hovertemplate: `run B · ${p.title} %{customdata} ms: %{y} ${p.unit}<extra>whole model, simulated</extra>`,
+      });
+      for (const [q, v, y, dash] of [["p50", stB.p50, 0.7, "solid"], ["p99", stB.p99, 0.56, "dot"]]) {
+        if (!Number.isFinite(v)) continue;
+        shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: v, x1: v, y0: 0, y1: 1, line: { color: colB, width: 1.5, dash } });
+        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, text: `B ${q} ${fmt(v)}`, showarrow: false, xanchor: "left", font: { size: 10, color: colB }, bgcolor: THEME.panel });
+      }
     });
     layout.shapes = shapes;
     layout.annotations = annotations;
@@ -161,8 +194,10 @@ export class LatencyDistView {
       const pane = this.panes[i];
       const st = { n: fo.ends[p.key][k], counts: [...pane.counts], beyond: pane.beyond, p50: fo.p50[p.key][k], p99: fo.p99[p.key][k] };
       shown.panes[p.key] = st;
-      info.push(`${p.title} p50 ${fmt(st.p50)} / p99 ${fmt(st.p99)} ms` +
-        (cur.all && summary[p.summary] !== undefined ? ` (server median ${fmt(summary[p.summary])})` : ""));
+      const b = this.bStats && this.bStats[p.key];
+      info.push(`${p.title} ${b ? "A " : ""}p50 ${fmt(st.p50)} / p99 ${fmt(st.p99)} ms` +
+        (cur.all && summary[p.summary] !== undefined ? ` (server median ${fmt(summary[p.summary])})` : "") +
+        (b ? `, B p50 ${fmt(b.p50)} / p99 ${fmt(b.p99)} ms` : ""));
       if (ctx && fl) this.drawPane(ctx, fl, p, i, pane, st);
     });
     this.shown = shown;
@@ -215,8 +250,9 @@ export class LatencyDistView {
       ctx.fillStyle = color;
       ctx.fillText(label, tx + 1, y + 1);
     };
-    mark(st.p50, THEME.bright, [], `p50 ${fmt(st.p50)}`, 0.98);
-    mark(st.p99, SERIES.error, [2, 2], `p99 ${fmt(st.p99)}`, 0.84);
+    const tag = this.bStats && this.bStats[p.key] ? "A " : "";
+    mark(st.p50, THEME.bright, [], `${tag}p50 ${fmt(st.p50)}`, 0.98);
+    mark(st.p99, SERIES.error, [2, 2], `${tag}p99 ${fmt(st.p99)}`, 0.84);
     if (st.beyond) {
       ctx.textAlign = "right";
       ctx.fillStyle = THEME.text;

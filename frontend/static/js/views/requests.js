@@ -5,10 +5,11 @@
 // their rows and a mark over the step), redrawn when the step changes, never a Plotly call per cursor move.
 // Hover (the plot's own, under the overlay): input/output length, TTFT, TPOT (whole model). Same time axis as the timeline.
 
-import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout } from "../colors.js";
+import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout, runColor } from "../colors.js";
 import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 import { PlotOverlay } from "./overlay.js";
+import { hideTip, showTip } from "./tip.js";
 
 const LABEL = {
   waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
@@ -17,10 +18,12 @@ const LABEL = {
 const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v >= 100 ? 0 : 2)} ms` : "–");
 
 export class RequestsView {
-  constructor(el, store, serving, info) {
+  // servingB: a comparison's run B (its lanes below A's, after a gap row), or an empty ServingState
+  constructor(el, store, serving, info, servingB = null) {
     this.el = el;
     this.store = store;
     this.serving = serving;
+    this.servingB = servingB;
     this.info = info;
     this.id = "requests";
     this.title = "request lanes";
@@ -28,6 +31,58 @@ export class RequestsView {
     this.overlay = new PlotOverlay(el);
     this.liveKey = "";
     this.highlighted = []; // request ids highlighted now (tests)
+    this.linked = null; // {role, id}: a request hovered in another panel (the bank map), outlined on its lane
+    this.onHover = null; // (role, id) | (null): a request hovered here (main.js links it to the bank map)
+    el.addEventListener("mousemove", (ev) => this.hoverAt(ev));
+    el.addEventListener("mouseleave", () => {
+      hideTip();
+      if (this.onHover) this.onHover(null);
+    });
+  }
+
+  // The request and lane segment under the pointer, anywhere on its row's bar (not only at Plotly's points).
+  pointAt(ev) {
+    const fl = this.el._fullLayout;
+    if (!fl || !fl.xaxis || !fl.yaxis) return null;
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
+    const box = this.el.getBoundingClientRect();
+    const px = ev.clientX - box.left - xa._offset;
+    const py = ev.clientY - box.top - ya._offset;
+    if (px < 0 || px > xa._length || py < 0 || py > ya._length) return null;
+    const x = xa.p2l(px);
+    const row = Math.round(ya.p2l(py));
+    for (const bl of this.blocks()) {
+      const i = row - bl.row0;
+      if (i < 0 || i >= bl.sv.order.length) continue;
+      const req = bl.sv.requests.get(bl.sv.order[i]);
+      const now = bl.sv.whole ? bl.ax.extent[1] : this.store.t;
+      const slack = (xa.p2l(4) - xa.p2l(0)) || 0; // 4 px either side of a thin chunk
+      const seg = bl.sv.lanes(req, now).find((sg) => bl.ax.toX(sg.t0) - slack <= x && x <= bl.ax.toX(sg.t1) + slack) || null;
+      return { bl, req, seg };
+    }
+    return null;
+  }
+
+  hoverAt(ev) {
+    const hit = this.pointAt(ev);
+    if (!hit) {
+      hideTip();
+      if (this.onHover) this.onHover(null);
+      return;
+    }
+    const { bl, req, seg } = hit;
+    const state = seg ? (seg.n ? `${LABEL[seg.state]}: ${seg.n} tokens this step` : LABEL[seg.state]) : req.finished !== null ? "finished" : "not arrived yet";
+    showTip(`${this.hover(req, bl.sv, bl.tag)}<br>now: ${state}`, ev.clientX, ev.clientY);
+    if (this.onHover) this.onHover(bl.tag === "B " ? "compare" : "main", req.id);
+  }
+
+  // Outline the lane of request id of run role (hovered in the bank map), or none.
+  link(role, id) {
+    const next = id === null || id === undefined ? null : { role, id };
+    if (JSON.stringify(next) === JSON.stringify(this.linked)) return;
+    this.linked = next;
+    this.liveKey = ""; // the overlay redraws
   }
 
   // The step running at the cursor (null before the first or between steps): its requests are highlighted.
@@ -47,6 +102,7 @@ export class RequestsView {
     const ctx = this.overlay.begin();
     const fl = this.overlay.layout();
     this.highlighted = [];
+    if (ctx && fl && this.linked) this.drawLinked(ctx, fl);
     if (!ctx || !fl || !cur) return true;
     const xa = fl.xaxis;
     const ya = fl.yaxis;
@@ -74,13 +130,42 @@ export class RequestsView {
     return true;
   }
 
-  hover(r) {
-    const sv = this.serving;
+  // The runs drawn: [{sv, row0 (its first row), ax (its axis), tag ("A " / "B ", "" alone)}]
+  blocks() {
+    const s = this.store;
+    const b = this.servingB && this.servingB.order.length ? this.servingB : null;
+    const out = [{ sv: this.serving, row0: 0, ax: s.axis, tag: b ? "A " : "" }];
+    if (b) out.push({ sv: b, row0: this.serving.order.length + 1, ax: s.axis.of(s.compareRun), tag: "B " });
+    return out;
+  }
+
+  rows() {
+    const bl = this.blocks();
+    const last = bl[bl.length - 1];
+    return last.row0 + last.sv.order.length;
+  }
+
+  drawLinked(ctx, fl) {
+    const bl = this.blocks().find((b) => (b.tag === "B " ? "compare" : "main") === this.linked.role) || null;
+    const i = bl ? bl.sv.order.indexOf(this.linked.id) : -1;
+    if (i < 0) return;
+    const xa = fl.xaxis;
+    const ya = fl.yaxis;
+    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0));
+    const y = ya._offset + ya.l2p(bl.row0 + i) - Math.max(rowH, 4) / 2;
+    ctx.save();
+    ctx.strokeStyle = THEME.bright;
+    ctx.lineWidth = 1.5;
+    ctx.strokeRect(xa._offset + 1, y, xa._length - 2, Math.max(rowH, 4));
+    ctx.restore();
+  }
+
+  hover(r, sv = this.serving, tag = "") {
     const ttft = r.firstToken !== null ? sv.modelMs(r.arrive, r.firstToken) : NaN;
     const gen = Math.max(0, r.tokens.length);
     const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? ((sv.tokenUs(r.tokens[gen - 1]) - sv.toModelUs(r.arrive)) / 1e3 - ttft) / (gen - 1) : NaN;
     return (
-      `<b>request ${r.id}</b><br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
+      `<b>${tag ? `run ${tag}· ` : ""}request ${r.id}</b><br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
       `<br>TTFT ${ms(ttft)} · TPOT ${ms(tpot)}${r.finished === null ? " so far" : ""}` +
       (r.preemptions ? `<br>preempted ${r.preemptions}×` : "") +
       (r.finished !== null ? `<br>end-to-end ${ms(r.e2elMs)}` : "") +
@@ -88,52 +173,51 @@ export class RequestsView {
     );
   }
 
+  // One set of traces per run (run B's metas start with "B "): a line per state, a tick per finished request.
+  // No hover text: the page tooltip reads the lane under the pointer (hoverAt).
   traces() {
     const s = this.store;
-    const sv = this.serving;
-    const now = sv.whole ? s.axis.extent[1] : s.t; // the whole run: every lane to its end
-    const rows = sv.order.length;
+    const rows = this.rows();
     const h = Math.max(this.el.clientHeight - 40, 60);
     const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
-    const ax = s.axis;
-    const [x0, x1] = ax.shown();
+    const [x0, x1] = s.axis.shown();
     const minW = ((x1 - x0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // a bar is at least 1.5 px wide
-    const by = {};
-    for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [], text: [] };
-    const done = { x: [], y: [], text: [] };
-    sv.order.forEach((id, row) => {
-      const r = sv.requests.get(id);
-      const text = this.hover(r);
-      for (const seg of sv.lanes(r, now)) {
-        const t = by[seg.state];
-        if (!t) continue;
-        const chunk = seg.state === "prefill" || seg.state === "recompute";
-        const a = ax.toX(seg.t0);
-        const b = ax.toX(seg.t1);
-        const gap = chunk ? (b - a) * 0.12 : 0; // consecutive chunks stay apart
-        const tx = chunk ? `${text}<br>${LABEL[seg.state]}: ${seg.n} tokens this step` : `${text}<br>${LABEL[seg.state]}`;
-        t.x.push(a, Math.max(b - gap, a + minW), null);
-        t.y.push(row, row, null);
-        t.text.push(tx, tx, null);
-      }
-      if (r.finished !== null) {
-        done.x.push(ax.toX(r.finished));
-        done.y.push(row);
-        done.text.push(`${text}<br>finished`);
-      }
-    });
     const out = [];
-    for (const [state, t] of Object.entries(by)) {
+    for (const { sv, row0, ax, tag } of this.blocks()) {
+      const by = {};
+      for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [] };
+      const done = { x: [], y: [] };
+      const now = sv.whole ? ax.extent[1] : s.t; // the whole run: every lane to its end
+      sv.order.forEach((id, i) => {
+        const row = row0 + i;
+        const r = sv.requests.get(id);
+        for (const seg of sv.lanes(r, now)) {
+          const t = by[seg.state];
+          if (!t) continue;
+          const chunk = seg.state === "prefill" || seg.state === "recompute";
+          const a = ax.toX(seg.t0);
+          const b = ax.toX(seg.t1);
+          const gap = chunk ? (b - a) * 0.12 : 0; // consecutive chunks stay apart
+          t.x.push(a, Math.max(b - gap, a + minW), null);
+          t.y.push(row, row, null);
+        }
+        if (r.finished !== null) {
+          done.x.push(ax.toX(r.finished));
+          done.y.push(row);
+        }
+      });
+      const meta = tag === "B " ? "B " : "";
+      for (const [state, t] of Object.entries(by)) {
+        out.push({
+          type: "scatter", mode: "lines", name: `${meta}${state}`, meta: `${meta}${state}`, x: t.x, y: t.y,
+          line: { color: REQUEST_STATE[state], width }, hoverinfo: "skip", connectgaps: false,
+        });
+      }
       out.push({
-        type: "scatter", mode: "lines", name: state, meta: state, x: t.x, y: t.y, text: t.text,
-        line: { color: REQUEST_STATE[state], width }, hovertemplate: "%{text}<extra></extra>", connectgaps: false,
+        type: "scatter", mode: "markers", name: `${meta}finished`, meta: `${meta}finished`, x: done.x, y: done.y, hoverinfo: "skip",
+        marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
       });
     }
-    out.push({
-      type: "scatter", mode: "markers", name: "finished", meta: "finished", x: done.x, y: done.y, text: done.text,
-      marker: { color: REQUEST_STATE.finished, symbol: "line-ns-open", size: Math.max(6, width + 2), line: { width: 2, color: REQUEST_STATE.finished } },
-      hovertemplate: "%{text}<extra></extra>",
-    });
     return out;
   }
 
@@ -143,13 +227,34 @@ export class RequestsView {
     if (!this.store.redrawDue(this, stamp, force)) return false;
     const s = this.store;
     const sv = this.serving;
-    const rows = Math.max(sv.order.length, 1);
+    const rows = Math.max(this.rows(), 1);
+    const blocks = this.blocks();
+    // two runs: each block's rows are labelled with its run, a line between them; ticks count requests in a block
+    const tickvals = [];
+    const ticktext = [];
+    const dtick = rows > 40 ? Math.ceil(rows / 8) : rows > 10 ? 5 : 1;
+    for (const { sv: v, row0, tag } of blocks) for (let i = 0; i < v.order.length; i += dtick) {
+      tickvals.push(row0 + i);
+      ticktext.push(`${i ? "" : tag}${i}`);
+    }
+    const shapes = s.axis.breaks().shapes;
+    const annotations = [];
+    if (blocks.length > 1) {
+      const y = blocks[1].row0 - 1;
+      shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y, line: { color: THEME.muted, width: 1, dash: "dot" } });
+      for (const { row0, tag } of blocks) {
+        const run = tag === "B " ? s.compareRun : s.main;
+        annotations.push({ xref: "paper", x: 1, xanchor: "right", yref: "y", y: row0 - 0.5, yanchor: "top", showarrow: false,
+          text: `${tag}${run ? run.label : ""}`, font: { size: 10, color: runColor(tag === "B " ? "compare" : "main") }, bgcolor: THEME.panel });
+      }
+    }
     const layout = plotLayout({
       uirevision: "requests",
       margin: { l: 56, r: 10, t: 8, b: 40 },
       xaxis: s.axis.xaxis(),
-      yaxis: { range: [rows - 0.5, -0.5], title: { text: "request" }, gridcolor: "rgba(0,0,0,0)", zeroline: false, dtick: rows > 40 ? Math.ceil(rows / 8) : rows > 10 ? 5 : 1 },
-      shapes: s.axis.breaks().shapes,
+      yaxis: { range: [rows - 0.5, -0.5], title: { text: blocks.length > 1 ? "request (A above, B below)" : "request" }, gridcolor: "rgba(0,0,0,0)", zeroline: false, tickmode: "array", tickvals, ticktext },
+      shapes,
+      annotations,
       hovermode: "closest",
     });
     Plotly.react(this.el, this.traces(), layout, PLOT_CONFIG);
@@ -157,7 +262,8 @@ export class RequestsView {
     const running = sv.order.filter((id) => ["prefill", "decode", "recompute"].includes(sv.requests.get(id).state)).length;
     const waiting = sv.order.filter((id) => ["waiting", "preempted"].includes(sv.requests.get(id).state)).length;
     const now = sv.whole ? "whole run" : `${running} running · ${waiting} waiting`;
-    this.info.textContent = `${sv.order.length} requests · ${now} · ${sv.finishedCount} finished · ${sv.preemptions} preemptions`;
+    const b = blocks.length > 1 ? ` · B: ${this.servingB.order.length} requests, ${this.servingB.preemptions} preemptions` : "";
+    this.info.textContent = `${sv.order.length} requests · ${now} · ${sv.finishedCount} finished · ${sv.preemptions} preemptions${b}`;
     return true;
   }
 }

@@ -23,6 +23,13 @@ function totals(kernels, phase, layers, model) {
   return by;
 }
 
+// How many engine steps ran kernels of this phase (a serving run's kernels carry their step).
+function stepsOf(kernels, phase) {
+  const seen = new Set();
+  for (const k of kernels) if (k.phase === phase && k.step !== null && k.step !== undefined) seen.add(k.step);
+  return Math.max(seen.size, 1);
+}
+
 export class StagesView {
   constructor(el, store) {
     this.el = el;
@@ -48,14 +55,19 @@ export class StagesView {
     const traces = [];
     let maxPre = 0;
     let maxDec = 0;
+    const serving = s.runs.some((r) => r.step.length);
+    this.serving = serving;
     for (const run of s.runs) {
       const steps = Math.max(run.decode_step.length, 1);
       for (const phase of ["prefill", "decode"]) {
         const by = totals(run.kernel, phase, layers, model);
         const stages = order.filter((x) => by.has(x));
         if (!stages.length) continue;
-        const div = phase === "decode" ? steps : 1;
-        const scale = phase === "prefill" ? 1e3 : model ? 1e3 : 1; // prefill in ms, decode per step in µs (one layer) or ms
+        // a serving run: per engine step (the mean over the steps that ran this phase), beside its TPOT; a
+        // one-request run: the whole prefill, the mean decode step
+        const div = run.step.length ? stepsOf(run.kernel, phase) : phase === "decode" ? steps : 1;
+        const perStep = phase === "decode" || run.step.length;
+        const scale = !perStep || model ? 1e3 : 1; // whole prefill in ms, a step in µs (one layer) or ms (whole model)
         const y = stages.map((x) => by.get(x).us / div / scale);
         if (phase === "prefill") maxPre = Math.max(maxPre, ...y);
         else maxDec = Math.max(maxDec, ...y);
@@ -69,7 +81,7 @@ export class StagesView {
             return [us(r.raw / div), r.n, us(r.raw / r.n), (100 * r.hbm) / (r.raw || 1)];
           }),
           hovertemplate:
-            `<b>%{x}</b> · ${run.label} · ${phase}<br>%{y:.3g} ${scale === 1e3 ? "ms" : "µs"} ${phase === "decode" ? "per step" : "whole prefill"}` +
+            `<b>%{x}</b> · ${run.label} · ${phase}<br>%{y:.3g} ${scale === 1e3 ? "ms" : "µs"} ${perStep ? `per step (mean of ${div} steps)` : "whole prefill"}` +
             `${model ? ` (whole model, ${s.layers} layers)` : " (one layer)"}<br>one layer: %{customdata[0]} · %{customdata[1]} launches (%{customdata[2]} each)` +
             "<br>HBM util %{customdata[3]:.0f}%<extra>simulated at full size</extra>",
         });
@@ -80,12 +92,24 @@ export class StagesView {
       showlegend: true,
       legend: legendAbove(),
       margin: { l: 50, r: 50, t: many ? 44 : 30, b: 70 },
-      xaxis: { domain: [0, 0.47], tickangle: -35, tickfont: { size: 9 }, title: { text: "prefill (whole)", standoff: 2 } },
+      xaxis: { domain: [0, 0.47], tickangle: -35, tickfont: { size: 9 }, title: { text: serving ? "prefill (mean step with prefill)" : "prefill (whole)", standoff: 2 } },
       xaxis2: { domain: [0.55, 1], anchor: "y2", tickangle: -35, tickfont: { size: 9 }, title: { text: "decode (mean step)", standoff: 2 } },
-      yaxis: { title: { text: "ms" }, rangemode: "tozero", range: [0, maxPre * 1.1 || 1] },
+      yaxis: { title: { text: serving ? (model ? "ms / step" : "µs / step") : "ms" }, rangemode: "tozero", range: [0, maxPre * 1.1 || 1] },
       yaxis2: { anchor: "x2", side: "right", title: { text: model ? "ms / step" : "µs / step" }, rangemode: "tozero", range: [0, maxDec * 1.1 || 1] },
     });
     Plotly.react(this.el, traces, layout, PLOT_CONFIG);
+    if (!this.bound && this.el.on) {
+      this.bound = true;
+      this.el.on("plotly_hover", (d) => this.onHover && d.points.length && this.onHover(d.points[0].x));
+      this.el.on("plotly_unhover", () => this.onHover && this.onHover(null));
+    }
+    if (this.linked) this.link(this.linked);
     return true;
+  }
+
+  // Mark stage id's tick labels (hovered in another panel: the topology), or none.
+  link(id) {
+    this.linked = id;
+    for (const t of this.el.querySelectorAll(".xtick text, .x2tick text")) t.classList.toggle("linked-text", id !== null && t.textContent === id);
   }
 }

@@ -1,7 +1,9 @@
 // A sweep in the browser: output throughput per GPU against median TPOT, one point per configuration, the Pareto
 // front (no other point is both faster per token and higher in throughput) marked and joined. From a file
 // (`layerscope sweep ... --json`) or a small grid run by the server (POST /api/sweep). Clicking a point loads
-// that configuration as the current run.
+// that configuration as the current run. The panel opens with the scenario's own grid (scenario.sweep.grid) and is
+// hidden where the scenario names none (no sweep applies). A one-request scenario's sweep (scenario.sweep.metric)
+// draws that summary figure against the grid's first field instead. Every point is labelled with its setting.
 
 import { PLOT_CONFIG, THEME, plotLayout } from "../colors.js";
 import { esc } from "../format.js";
@@ -42,11 +44,28 @@ export class SweepView {
     this.store = store;
     this.cmd = commands; // {load(scenario, set), scenario()}
     this.data = null;
+    this.scenario = null;
     root.querySelector("#sweep-file").addEventListener("change", (ev) => this.fromFile(ev.target));
     root.querySelector("#sweep-form").addEventListener("submit", (ev) => {
       ev.preventDefault();
       this.runGrid();
     });
+  }
+
+  // a run of another scenario loaded (main.js): its grid in the form, the panel hidden where no sweep applies, the previous plot cleared
+  // serving: the run shows the serving panels (main.js showServing), where a serving sweep applies anyway
+  sync(serving = false) {
+    const sc = this.store.scenario;
+    const sweep = sc && sc.sweep;
+    this.root.classList.toggle("collapsed", !sweep && !serving);
+    if ((sc && sc.name) === this.scenario) return; // a point of the sweep loaded: keep the plot to choose another
+    this.scenario = sc && sc.name;
+    this.fail("");
+    this.data = null;
+    this.root.dataset.empty = "true";
+    if (!sweep) return;
+    this.gridInput.value = gridText(sweep.grid);
+    this.info.textContent = `run ${gridText(sweep.grid)} on the server, or load a \`layerscope sweep … --json\` file`;
   }
 
   async fromFile(input) {
@@ -98,9 +117,14 @@ export class SweepView {
   // base: the overrides the grid ran on (a server grid: the run on screen's; a file: none recorded)
   show(data, source, base = {}) {
     if (!data || !Array.isArray(data.points)) throw new Error("not a `layerscope sweep --json` result (no points)");
-    const ok = (p) => typeof p.output_throughput_per_gpu === "number" && typeof p.median_tpot_ms === "number";
+    const sweep = this.store.scenario && this.store.scenario.sweep;
+    const metric = data.metric || (sweep && sweep.metric) || null;
+    const field = Object.keys(data.grid || {})[0];
+    const pareto = (p) => typeof p.output_throughput_per_gpu === "number" && typeof p.median_tpot_ms === "number";
+    const figure = (p) => p.summary && typeof p.summary[metric] === "number";
+    const ok = metric ? figure : pareto;
     for (const p of data.points) {
-      if (!ok(p) && !p.error) throw new Error("each point needs output_throughput_per_gpu and median_tpot_ms, or an error");
+      if (!ok(p) && !p.error) throw new Error(metric ? `each point needs its ${metric}, or an error` : "each point needs output_throughput_per_gpu and median_tpot_ms, or an error");
     }
     const refused = data.points.filter((p) => !ok(p));
     // points the scenario refused (e.g. weights that do not fit) are listed with the server's reason
@@ -109,28 +133,7 @@ export class SweepView {
     this.base = base;
     this.root.dataset.empty = "false";
     const pts = data.points.filter(ok);
-    const front = pts.filter((p) => p.pareto).sort((a, b) => a.median_tpot_ms - b.median_tpot_ms);
-    const hover = (p) =>
-      `<b>${esc(setLabel(p.set))}</b><br>median TPOT %{x:.2f} ms · %{y:.0f} tok/s per GPU` +
-      (p.summary && p.summary.median_ttft_ms !== undefined ? `<br>median TTFT ${(+p.summary.median_ttft_ms).toFixed(1)} ms` : "") +
-      `${p.pareto ? "<br>on the Pareto front" : ""}<br><i>click: load this configuration</i><extra>simulated</extra>`;
-    const traces = [
-      {
-        type: "scatter", mode: "markers", name: "configurations", meta: "points", x: pts.map((p) => p.median_tpot_ms), y: pts.map((p) => p.output_throughput_per_gpu),
-        customdata: pts.map((p) => data.points.indexOf(p)), hovertemplate: pts.map(hover),
-        marker: { color: pts.map((p) => (p.pareto ? FRONT : ALL)), size: pts.map((p) => (p.pareto ? 11 : 8)), line: { color: THEME.paper, width: 1 } },
-      },
-      {
-        type: "scatter", mode: "lines", name: "Pareto front", meta: "front", x: front.map((p) => p.median_tpot_ms), y: front.map((p) => p.output_throughput_per_gpu),
-        line: { color: FRONT, width: 1.5, shape: "hv", dash: "dot" }, hoverinfo: "skip",
-      },
-    ];
-    const layout = plotLayout({
-      margin: { l: 60, r: 10, t: 10, b: 36 },
-      xaxis: { title: { text: "median TPOT (ms, whole model)", standoff: 2 }, gridcolor: THEME.grid, rangemode: "tozero" },
-      yaxis: { title: { text: "output tok/s per GPU" }, gridcolor: THEME.grid, rangemode: "tozero" },
-      hovermode: "closest",
-    });
+    const { traces, layout } = metric ? this.figureOf(pts, data, metric, field) : this.paretoOf(pts, data);
     Plotly.react(this.plot, traces, layout, PLOT_CONFIG);
     if (!this.clickBound) {
       this.clickBound = true;
@@ -140,8 +143,57 @@ export class SweepView {
       });
     }
     const fields = Object.keys(data.grid || {}).join(", ");
-    this.info.textContent = `${pts.length} configurations of ${data.scenario || "?"} over ${fields || "?"} · ${front.length} on the Pareto front` +
+    const front = metric ? "" : ` · ${pts.filter((p) => p.pareto).length} on the Pareto front`;
+    this.info.textContent = `${pts.length} configurations of ${data.scenario || "?"} over ${fields || "?"}${front}` +
       `${refused.length ? ` · ${refused.length} refused` : ""} · from ${source}`;
+  }
+
+  // a serving sweep: output throughput per GPU against median TPOT, the Pareto front joined
+  paretoOf(pts, data) {
+    const front = pts.filter((p) => p.pareto).sort((a, b) => a.median_tpot_ms - b.median_tpot_ms);
+    const hover = (p) =>
+      `<b>${esc(setLabel(p.set))}</b><br>median TPOT %{x:.2f} ms · %{y:.0f} tok/s per GPU` +
+      (p.summary && p.summary.median_ttft_ms !== undefined ? `<br>median TTFT ${(+p.summary.median_ttft_ms).toFixed(1)} ms` : "") +
+      `${p.pareto ? "<br>on the Pareto front" : ""}<br><i>click: load this configuration</i><extra>simulated</extra>`;
+    const traces = [
+      {
+        type: "scatter", mode: "markers+text", name: "configurations", meta: "points", x: pts.map((p) => p.median_tpot_ms), y: pts.map((p) => p.output_throughput_per_gpu),
+        text: pts.map((p) => setLabel(p.set)), textposition: "top center", textfont: { color: THEME.text, size: 10 }, cliponaxis: false,
+        customdata: pts.map((p) => data.points.indexOf(p)), hovertemplate: pts.map(hover),
+        marker: { color: pts.map((p) => (p.pareto ? FRONT : ALL)), size: pts.map((p) => (p.pareto ? 11 : 8)), line: { color: THEME.paper, width: 1 } },
+      },
+      {
+        type: "scatter", mode: "lines", name: "Pareto front", meta: "front", x: front.map((p) => p.median_tpot_ms), y: front.map((p) => p.output_throughput_per_gpu),
+        line: { color: FRONT, width: 1.5, shape: "hv", dash: "dot" }, hoverinfo: "skip",
+      },
+    ];
+    const layout = plotLayout({
+      margin: { l: 60, r: 24, t: 24, b: 36 },
+      xaxis: { title: { text: "median TPOT (ms, whole model)", standoff: 2 }, gridcolor: THEME.grid, rangemode: "tozero" },
+      yaxis: { title: { text: "output tok/s per GPU" }, gridcolor: THEME.grid, rangemode: "tozero" },
+      hovermode: "closest", showlegend: false,
+    });
+    return { traces, layout };
+  }
+
+  // a one-request sweep: the scenario's figure against the grid's first field, one labelled point per setting
+  figureOf(pts, data, metric, field) {
+    const x = pts.map((p) => p.set[field]);
+    const numeric = x.every((v) => typeof v === "number");
+    const traces = [{
+      type: "scatter", mode: "lines+markers+text", name: metric, meta: "points", x: numeric ? x : x.map(String), y: pts.map((p) => p.summary[metric]),
+      text: pts.map((p) => setLabel(p.set)), textposition: "top center", textfont: { color: THEME.text, size: 10 }, cliponaxis: false,
+      customdata: pts.map((p) => data.points.indexOf(p)),
+      hovertemplate: pts.map((p) => `<b>${esc(setLabel(p.set))}</b><br>${esc(metric)} %{y:.4g}<br><i>click: load this configuration</i><extra>simulated</extra>`),
+      marker: { color: ALL, size: 9, line: { color: THEME.paper, width: 1 } }, line: { color: ALL, width: 1.5 },
+    }];
+    const layout = plotLayout({
+      margin: { l: 60, r: 24, t: 24, b: 36 },
+      xaxis: { title: { text: field, standoff: 2 }, gridcolor: THEME.grid, type: numeric ? "log" : "category" },
+      yaxis: { title: { text: metricTitle(metric) }, gridcolor: THEME.grid, rangemode: "tozero" },
+      hovermode: "closest", showlegend: false,
+    });
+    return { traces, layout };
   }
 
   choose(i) {
@@ -150,6 +202,18 @@ export class SweepView {
     this.info.textContent = `loading ${setLabel(p.set)} of ${name}…`;
     this.cmd.load(name, { ...this.base, ...p.set });
   }
+}
+
+export function gridText(grid) {
+  return Object.entries(grid || {}).map(([k, v]) => `${k}=${v.join(",")}`).join("; ");
+}
+
+// "prefill_model_ms" -> "prefill model (ms, whole model)": a summary key's name and unit
+function metricTitle(key) {
+  const unit = key.endsWith("_ms") ? "ms" : key.endsWith("_us") ? "µs" : "";
+  const scope = key.includes("_model") ? ", whole model" : key.includes("_layer") ? ", one layer" : "";
+  const name = key.replace(/_(ms|us)$/, "").replace(/_(model|layer)/, "").replace(/_/g, " ");
+  return `${name}${unit ? ` (${unit}${scope})` : ""}`;
 }
 
 // A FastAPI error body as one line: "grid: at most 16 points (got 24)" or "body.grid.deployment.tp: ...".

@@ -1,8 +1,10 @@
-// The guided tour player. Each step (scenario.tour) pauses at the simulated time the server computed for it
-// (loaded.tour_results[i].t_us: at_us, or the time of the first matching event; null = no pause, the step
-// shares the previous step's moment). next plays to the step's moment and then seeks exactly to it; prev
-// seeks back to its step's moment; both restore the step's panels (highlighted and scrolled into view). A
-// step's check (against the whole run's summary) is shown once its moment is reached.
+// The guided tour player. Each step (scenario.tour) lands on the simulated time the server computed for it
+// (loaded.tour_results[i].t_us: at_us, or the time of the event its at_event / at_nth / at_max picks; the
+// server's tour validator keeps every step's moment after the previous one's and its panels ones this run
+// shows). next and prev seek straight to the step's moment, zoom the shared time axis to the step's window
+// (tour_results[i].zoom: [x0, x1] µs through store.setRange; none: the whole run), and highlight the step's
+// panels, scrolling the first into view. A step's check (against the whole run's summary) is shown once its
+// moment is reached.
 
 import { esc, us } from "../format.js";
 
@@ -16,7 +18,6 @@ export class Tour {
     this.steps = [];
     this.results = [];
     this.index = -1;
-    this.waiting = null; // the step we are playing towards
     this.nextBtn.addEventListener("click", () => this.next());
     root.querySelector("#tour-prev").addEventListener("click", () => this.prev());
     root.querySelector("#tour-skip").addEventListener("click", () => this.skip());
@@ -27,7 +28,6 @@ export class Tour {
     this.steps = (scenario && scenario.tour) || [];
     this.results = results;
     this.index = -1;
-    this.waiting = null;
     this.highlight([]);
     document.body.classList.remove("touring");
     if (!this.steps.length) {
@@ -55,7 +55,9 @@ export class Tour {
     document.body.classList.add("touring");
     this.pos.textContent = `step ${i + 1} / ${this.steps.length} · at ${us(this.stepTime(i))}`;
     const reached = this.store.t >= this.stepTime(i) - 1e-6;
-    this.body.innerHTML = `<h3>${esc(st.title)}</h3><p>${esc(st.text)}</p>` + this.checkLine(this.results[i], reached);
+    const r = this.results[i];
+    const problem = r && r.error ? `<p class="check bad" data-testid="tour-problem">${esc(r.error)}</p>` : "";
+    this.body.innerHTML = `<h3>${esc(st.title)}</h3><p>${esc(st.text)}</p>` + this.checkLine(r, reached) + problem;
     this.nextBtn.textContent = i + 1 >= this.steps.length ? "finish" : "next ▶";
     this.highlight(st.highlight || []);
   }
@@ -83,25 +85,23 @@ export class Tour {
   next() {
     const i = this.index + 1;
     if (i >= this.steps.length) return this.finish();
-    const t = this.stepTime(i);
-    if (t > this.store.t + 1e-6) {
-      this.waiting = i;
-      this.body.innerHTML = `<p class="hint">playing to step ${i + 1}'s moment, ${us(t)}…</p>`;
-      this.cmd.play();
-    } else {
-      this.cmd.pause();
-      if (Math.abs(t - this.store.t) > 1e-6) this.cmd.seek(t);
-      this.arrive(i, t);
-    }
+    this.land(i);
   }
 
   prev() {
     if (this.index <= 0) return;
-    const i = this.index - 1;
-    this.waiting = null;
+    this.land(this.index - 1);
+  }
+
+  // go to step i: pause, seek to its moment, zoom the axis to its window (or the whole run)
+  land(i) {
+    const t = this.stepTime(i);
     this.cmd.pause();
-    this.cmd.seek(this.stepTime(i));
-    this.arrive(i, this.stepTime(i));
+    const r = this.results[i];
+    const zoom = r && Array.isArray(r.zoom) && r.zoom.length === 2 ? r.zoom.map(Number) : null;
+    this.store.setRange(zoom);
+    if (Math.abs(t - this.store.t) > 1e-6) this.cmd.seek(t);
+    this.arrive(i, t);
   }
 
   // show step i once the store has caught up with its moment t (a seek is answered by a reset frame)
@@ -112,7 +112,7 @@ export class Tour {
   }
 
   finish() {
-    this.waiting = null;
+    this.store.setRange(null);
     this.highlight([]);
     this.index = -1;
     document.body.classList.remove("touring");
@@ -122,7 +122,6 @@ export class Tour {
   }
 
   skip() {
-    this.waiting = null;
     this.pendingShow = null;
     this.highlight([]);
     this.index = -1;
@@ -137,15 +136,6 @@ export class Tour {
       const { i } = this.pendingShow;
       this.pendingShow = null;
       this.show(i); // now the check may show: the moment is reached
-    }
-    if (this.waiting === null) return;
-    const target = this.stepTime(this.waiting);
-    if (t >= target) {
-      const i = this.waiting;
-      this.waiting = null;
-      this.cmd.pause();
-      if (t > target + 1e-6) this.cmd.seek(target); // land exactly on the step's moment
-      this.arrive(i, target);
     }
   }
 }

@@ -1,0 +1,250 @@
+"""Measured kernel prices from aiconfigurator-core's per-op tables (NVIDIA AIConfigurator, Apache-2.0).
+
+    price(gpu_name, op) -> Measured(us, table, parts) | None
+
+`op` is one of runtime/kernels.py's op specs (GemmOp, MoeOp, ContextAttentionOp, DecodeAttentionOp, AllReduceOp,
+AllToAllOp). None means no measured table covers it on that GPU (no table for the GPU or op, a shape outside the
+measured range, or a cell with a corner never measured): the cost model then prices the kernel analytically and says
+so. The rows are a compact extract shipped under hardware/data/aic/ (bench/extract_aic_tables.py regenerates it from
+an installed aiconfigurator-core; NOTICE there); nothing is downloaded at run time. Interpolation: tables/grid.py.
+
+Per op, what is looked up (times in microseconds, sizes in bytes, converted by the extract):
+- gemm: (dtype) over (m, n, k). fp8_block rows were timed eagerly (DeepGEMM through PyTorch): where a row is within
+  HOST_BOUND of its (n, k)'s fastest row the host's launch time, not the GPU, set it, so it does not cover the shape;
+  on Hopper the per-tensor fp8 rows price it there instead (FP8_PROXY_SYSTEMS; table names that kernel).
+- moe: (dtype, distribution, hidden, inter, experts, topk, moe_tp, ep) over tokens. routing balanced and power_law:A
+  for A in the measured exponents read their rows (between measured exponents: log-linear in A, balanced as A = 0);
+  uniform random routing and measured counts read the balanced rows at the token count that gives every rank the
+  busiest expert-parallel rank's expected load (hardware/routing.py busiest_rank_share; balanced rows give every
+  rank the mean).
+- context_attention: (kv_dtype, q_heads, kv_heads, head_dim) over (batch, seq_len), prefill from an empty cache only
+  (the tables hold no cached prefix: prefix_len > 0 is not covered).
+- decode_attention: the same key over (batch, kv_len).
+- all_reduce: (impl, gpus) over bytes; impl custom = vLLM's custom all-reduce replayed in a CUDA graph, custom_eager
+  the same kernel launched eagerly, nccl = NCCL's ring/tree.
+- all_to_all: NCCL all-to-all, (gpus) over bytes.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layerscope.hardware.routing import busiest_rank_share, parse_routing
+from layerscope.hardware.tables.grid import Grid
+from layerscope.runtime.kernels import (
+    AllReduceOp,
+    AllToAllOp,
+    ContextAttentionOp,
+    DecodeAttentionOp,
+    GemmOp,
+    MoeOp,
+    Op,
+    TableRef,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "aic"
+SYSTEMS = {"a100-80g-sxm": "a100_sxm", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
+PACKAGE_DIR = "aiconfigurator_core/"  # TableRef.file: the parquet file's path inside aiconfigurator-core's package
+HOST_BOUND = 1.5  # an eager row under 1.5x its shape's fastest is host-launch time (the fp8_block rows' ~85 us floor)
+MEASURED_POWER_LAWS = (1.01, 1.2)  # the exponents aiconfigurator-core measured MoE routing at
+# Where the block-fp8 rows are host-bound, the per-tensor fp8 GEMM's rows (CUTLASS scaled_mm, not host-bound) price a
+# block-fp8 GEMM: on Hopper the two agree where both are GPU-bound, without bias (block / per-tensor median 0.96 on
+# H100, 1.04 on H200; median |1 - ratio| 9-10%, p90 33-35%: validation.fp8_proxy_ratios, bench/README.md "Per-op
+# validation against aiconfigurator-core"), where the analytic model is ~20% fast; on B200 they do not agree, so
+# B200's host-bound block-fp8 GEMMs stay analytic.
+FP8_PROXY_SYSTEMS = ("h100_sxm", "h200_sxm")
+
+
+@dataclass(frozen=True)
+class Measured:
+    us: float
+    table: TableRef
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Table:
+    grid: Grid
+    refs: dict[tuple, TableRef]  # per grid key: where its rows come from (the kernel source differs per key)
+    min_us: dict[tuple, float]  # per grid key: the fastest row (HOST_BOUND)
+
+
+@functools.cache
+def manifest() -> dict:
+    with open(DATA / "manifest.json") as f:
+        return json.load(f)
+
+
+def system_of(gpu_name: str) -> str | None:
+    return SYSTEMS.get(gpu_name)
+
+
+@functools.cache
+def _load(system: str, op: str) -> _Table | None:
+    rel = f"{system}/{op}.csv.gz"
+    info = manifest()["files"].get(rel)
+    if info is None:
+        return None
+    with gzip.open(DATA / rel, "rt") as f:
+        rows = list(csv.DictReader(f))
+    key_of, x_of = _LAYOUT[op]
+    backends = info["backend"].split("+")
+    refs: dict[tuple, TableRef] = {}
+    min_us: dict[tuple, float] = {}
+    built = []
+    for r in rows:
+        key, us = key_of(r), float(r["us"])
+        x = tuple(float(r[c]) for c in x_of)
+        built.append((key, x, us))
+        shape = (key, x[1:])
+        min_us[shape] = min(us, min_us.get(shape, math.inf))
+        if key not in refs:
+            b = _backend_of(op, key, backends)
+            refs[key] = TableRef(system, b, info["versions"][b], PACKAGE_DIR + info["sources"][backends.index(b)],
+                                 r.get("kernel", r.get("impl", "NCCL")))
+    return _Table(Grid.build(built, monotone=SWEPT[op]), refs, min_us)
+
+
+def _backend_of(op: str, key: tuple, backends: list[str]) -> str:
+    if op == "all_reduce":
+        return "nccl" if key[0] == "nccl" else "vllm"
+    return backends[0]
+
+
+# the dimension each table sweeps (m, tokens, seq_len, kv_len, bytes): time never falls along it (Grid monotone)
+SWEPT = {"gemm": 0, "moe": 0, "context_attention": 1, "decode_attention": 1, "all_reduce": 0, "all_to_all": 0}
+_LAYOUT = {
+    "gemm": (lambda r: (r["dtype"],), ("m", "n", "k")),
+    "moe": (lambda r: (r["dtype"], r["distribution"], int(r["hidden"]), int(r["inter"]), int(r["experts"]),
+                       int(r["topk"]), int(r["moe_tp"]), int(r["ep"])), ("tokens",)),
+    "context_attention": (lambda r: (r["kv_dtype"], int(r["q_heads"]), int(r["kv_heads"]), int(r["head_dim"])),
+                          ("batch", "seq_len")),
+    "decode_attention": (lambda r: (r["kv_dtype"], int(r["q_heads"]), int(r["kv_heads"]), int(r["head_dim"])),
+                         ("batch", "kv_len")),
+    "all_reduce": (lambda r: (r["impl"], int(r["gpus"])), ("bytes",)),
+    "all_to_all": (lambda r: (int(r["gpus"]),), ("bytes",)),
+}
+
+
+def table(system: str, op: str) -> _Table | None:
+    return _load(system, op) if (DATA / f"{system}/{op}.csv.gz").exists() else None
+
+
+def lookup(system: str, op: str, key: tuple, x: tuple[float, ...]) -> Measured | None:
+    t = table(system, op)
+    if t is None:
+        return None
+    us = t.grid(key, x)
+    if us is None:
+        return None
+    return Measured(us, t.refs[key], {"measured_us": us})
+
+
+@functools.lru_cache(maxsize=65536)  # pure in (GPU, op): a serving run prices the same shapes every step
+def price(gpu_name: str, op: Op) -> Measured | None:
+    """The measured time of `op` on this GPU, or None where no measured table covers it."""
+    system = system_of(gpu_name)
+    if system is None:
+        return None
+    return _PRICERS[type(op)](system, op)
+
+
+def _gemm(system: str, op: GemmOp) -> Measured | None:
+    x = (float(op.m), float(op.n), float(op.k))
+    hit = lookup(system, "gemm", (op.dtype,), x)
+    if op.dtype != "fp8_block":
+        return hit
+    if hit is not None and not host_bound(system, op, hit.us):
+        return hit
+    if system not in FP8_PROXY_SYSTEMS:
+        return None
+    proxy = lookup(system, "gemm", ("fp8",), x)  # the per-tensor fp8 GEMM's rows stand in (FP8_PROXY_SYSTEMS)
+    if proxy is None:
+        return None
+    return Measured(proxy.us, proxy.table, {"measured_us": proxy.us, "fp8_per_tensor_proxy": 1.0})
+
+
+def host_bound(system: str, op: GemmOp, us: float) -> bool:
+    """Whether an eager block-fp8 row is within HOST_BOUND of the fastest row of the (n, k) it lies between."""
+    t = table(system, "gemm")
+    assert t is not None
+    x = (float(op.n), float(op.k))
+    lows = [v for (key, nk), v in t.min_us.items() if key == (op.dtype,) and _near(nk, x, t.grid, key)]
+    return us < HOST_BOUND * max(lows, default=0.0)
+
+
+def _near(nk: tuple[float, ...], want: tuple[float, ...], grid: Grid, key: tuple) -> bool:
+    """Whether a measured (n, k) is one of the grid points bracketing the wanted (n, k)."""
+    axes = grid.axes(key)
+    if axes is None:
+        return False
+    for v, w, axis in zip(nk, want, axes[1:], strict=True):
+        lo = max((a for a in axis if a <= w), default=None)
+        hi = min((a for a in axis if a >= w), default=None)
+        if v not in (lo, hi):
+            return False
+    return True
+
+
+def _moe(system: str, op: MoeOp) -> Measured | None:
+    base = (op.hidden, op.inter, op.experts, op.topk, op.moe_tp, op.ep)
+    x = (float(op.tokens),)
+    kind, values = parse_routing(op.routing)
+    if kind == "balanced":
+        return lookup(system, "moe", (op.dtype, "balanced", *base), x)
+    if kind in ("uniform", "counts"):
+        # the busiest rank holds as many rows as every rank would at `excess` x the tokens, balanced
+        excess = busiest_rank_share(op.tokens, op.experts, op.topk, op.ep, op.routing) * op.ep
+        hit = lookup(system, "moe", (op.dtype, "balanced", *base), (op.tokens * excess,))
+        if hit is not None:
+            return Measured(hit.us, hit.table, {"measured_us": hit.us, "busiest_rank_excess": excess})
+        hit = lookup(system, "moe", (op.dtype, "balanced", *base), x)  # at the top of the grid: time ~ rows there
+        if hit is None:
+            return None
+        return Measured(hit.us * excess, hit.table, {"measured_us": hit.us, "busiest_rank_excess": excess})
+    # power law: the measured exponents, balanced at 0; log-linear in the exponent between them
+    alpha = values[0]
+    points = [(0.0, "balanced"), *((a, f"power_law_{a:g}") for a in MEASURED_POWER_LAWS)]
+    for (a0, d0), (a1, d1) in zip(points, points[1:], strict=False):
+        if a0 <= alpha <= a1:
+            lo = lookup(system, "moe", (op.dtype, d0, *base), x)
+            hi = lookup(system, "moe", (op.dtype, d1, *base), x)
+            if alpha == a1 and hi is not None:
+                return hi
+            if lo is None or hi is None:
+                return None
+            f = (alpha - a0) / (a1 - a0)
+            us = math.exp((1 - f) * math.log(lo.us) + f * math.log(hi.us))
+            return Measured(us, hi.table, {f"{d0}_us": lo.us, f"{d1}_us": hi.us})
+    return None
+
+
+def _context(system: str, op: ContextAttentionOp) -> Measured | None:
+    if op.prefix_len > 0:
+        return None
+    return lookup(system, "context_attention", (op.kv_dtype, op.q_heads, op.kv_heads, op.head_dim),
+                  (float(op.batch), float(op.seq_len)))
+
+
+def _decode(system: str, op: DecodeAttentionOp) -> Measured | None:
+    return lookup(system, "decode_attention", (op.kv_dtype, op.q_heads, op.kv_heads, op.head_dim),
+                  (float(op.batch), float(op.kv_len)))
+
+
+def _all_reduce(system: str, op: AllReduceOp) -> Measured | None:
+    impl = {"custom": "custom_graph"}.get(op.impl, op.impl)
+    return lookup(system, "all_reduce", (impl, op.gpus), (float(op.bytes),))
+
+
+def _all_to_all(system: str, op: AllToAllOp) -> Measured | None:
+    return lookup(system, "all_to_all", (op.gpus,), (float(op.bytes),))
+
+
+_PRICERS = {GemmOp: _gemm, MoeOp: _moe, ContextAttentionOp: _context, DecodeAttentionOp: _decode,
+            AllReduceOp: _all_reduce, AllToAllOp: _all_to_all}

@@ -1,0 +1,125 @@
+"""Interpolation over a measured grid: multilinear in log(time) against log(each dimension).
+
+    Grid.build(rows)                   rows: (key, (x1, .., xn), us); one rectilinear grid per categorical key
+    grid(key, (x1, .., xn)) -> us | None
+
+Per key, each dimension's axis is the sorted set of values measured along it; a query is bracketed on every axis by
+the nearest measured values below and above (an exact hit uses the point itself), and log(us) is interpolated
+linearly in log(x) between them, one dimension after another (the 2^n corners of the cell). Kernel times are close
+to power laws in their sizes piecewise (a GEMM's time ~ M once bandwidth-bound gives way to compute; an all-reduce's
+time ~ bytes past its latency floor), which log-log interpolation follows exactly and linear interpolation does not.
+Measured sweeps carry glitches (a row several times slower, or faster, than both its neighbours) and a kernel given
+more work is not faster, so with `monotone=d` each line along dimension d is cleaned first: a point more than
+GLITCH x above or below both neighbours (and further than they are apart) takes the median of the three; then the
+line is made non-decreasing (a running minimum from the largest value down, as hardware/collectives.py does for its
+NCCL curves). No extrapolation: a query outside an axis's measured range, or a cell with a corner never measured,
+returns None and the caller prices the kernel analytically. The error of the method on measured rows left out of the
+grid: bench/bench_kernels.py (bench/README.md "Per-op validation against aiconfigurator-core").
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+Key = tuple
+GLITCH = 1.5  # a point 1.5x off both its neighbours, in the same direction, is a measurement glitch
+Point = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class _Cells:
+    axes: tuple[tuple[float, ...], ...]  # measured values per dimension, ascending
+    log_axes: tuple[tuple[float, ...], ...]
+    log_us: dict[tuple[int, ...], float]  # grid index -> log(time); absent = never measured
+
+
+class Grid:
+    def __init__(self, cells: dict[Key, _Cells]) -> None:
+        self._cells = cells
+
+    @classmethod
+    def build(cls, rows: Iterable[tuple[Key, Point, float]], monotone: int | None = None) -> Grid:
+        """Rows measured more than once at the same point keep their median."""
+        points: dict[Key, dict[Point, list[float]]] = {}
+        for key, x, us in rows:
+            if us > 0 and all(v > 0 for v in x):
+                points.setdefault(key, {}).setdefault(tuple(float(v) for v in x), []).append(us)
+        cells = {}
+        for key, by_point in points.items():
+            dims = len(next(iter(by_point)))
+            axes = tuple(tuple(sorted({p[d] for p in by_point})) for d in range(dims))
+            index = [{v: i for i, v in enumerate(a)} for a in axes]
+            log_us = {}
+            for p, ts in by_point.items():
+                ts = sorted(ts)
+                log_us[tuple(index[d][p[d]] for d in range(dims))] = math.log(ts[len(ts) // 2])
+            if monotone is not None:
+                _despike(log_us, monotone)
+                _running_min(log_us, monotone)
+            cells[key] = _Cells(axes, tuple(tuple(math.log(v) for v in a) for a in axes), log_us)
+        return cls(cells)
+
+    def keys(self) -> list[Key]:
+        return list(self._cells)
+
+    def axes(self, key: Key) -> tuple[tuple[float, ...], ...] | None:
+        c = self._cells.get(key)
+        return None if c is None else c.axes
+
+    def __call__(self, key: Key, x: Sequence[float]) -> float | None:
+        c = self._cells.get(key)
+        if c is None or len(x) != len(c.axes):
+            return None
+        brackets = []  # per dimension: [(index, weight), ...]
+        for v, axis, log_axis in zip(x, c.axes, c.log_axes, strict=True):
+            if v <= 0 or v < axis[0] or v > axis[-1]:
+                return None
+            i = bisect.bisect_left(axis, v)
+            if axis[i] == v:
+                brackets.append(((i, 1.0),))
+                continue
+            f = (math.log(v) - log_axis[i - 1]) / (log_axis[i] - log_axis[i - 1])
+            brackets.append(((i - 1, 1.0 - f), (i, f)))
+        total = 0.0
+        for corner in _corners(brackets):
+            idx = tuple(i for i, _ in corner)
+            y = c.log_us.get(idx)
+            if y is None:
+                return None
+            w = math.prod(wt for _, wt in corner)
+            total += w * y
+        return math.exp(total)
+
+
+def _despike(log_us: dict[tuple[int, ...], float], d: int) -> None:
+    """Along dimension d, a point GLITCH x above or below both measured neighbours, and further outside them than they
+    are apart, takes the median of the three."""
+    limit = math.log(GLITCH)
+    fixed = {}
+    for idx, y in log_us.items():
+        lo = log_us.get((*idx[:d], idx[d] - 1, *idx[d + 1:]))
+        hi = log_us.get((*idx[:d], idx[d] + 1, *idx[d + 1:]))
+        if lo is None or hi is None:
+            continue
+        off = max(y - max(lo, hi), min(lo, hi) - y)  # how far outside its neighbours' range
+        if off > max(limit, abs(hi - lo)):  # and further than the neighbours are from each other
+            fixed[idx] = sorted((lo, y, hi))[1]
+    log_us.update(fixed)
+
+
+def _running_min(log_us: dict[tuple[int, ...], float], d: int) -> None:
+    """Along dimension d, each point no slower than the next measured one above it."""
+    for idx in sorted(log_us, key=lambda i: (i[:d] + i[d + 1:], -i[d])):
+        above = log_us.get((*idx[:d], idx[d] + 1, *idx[d + 1:]))
+        if above is not None and log_us[idx] > above:
+            log_us[idx] = above
+
+
+def _corners(brackets: list[tuple[tuple[int, float], ...]]) -> list[tuple[tuple[int, float], ...]]:
+    out: list[tuple[tuple[int, float], ...]] = [()]
+    for b in brackets:
+        out = [(*c, choice) for c in out for choice in b]
+    return out

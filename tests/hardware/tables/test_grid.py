@@ -1,0 +1,69 @@
+"""Grid: log-log multilinear interpolation over a measured grid, no extrapolation, missing corners uncovered."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from layerscope.hardware.tables.grid import Grid
+
+
+def power_law_rows(key: tuple = ("a",)) -> list[tuple[tuple, tuple[float, ...], float]]:
+    return [(key, (m, n), 3.0 * m**0.5 * n**1.5) for m in (1, 4, 16, 64) for n in (2, 8, 32)]
+
+
+def test_measured_points_come_back_exactly() -> None:
+    g = Grid.build(power_law_rows())
+    assert g(("a",), (16, 8)) == pytest.approx(3.0 * 4 * 8**1.5)
+
+
+def test_a_power_law_is_interpolated_exactly_between_points() -> None:
+    g = Grid.build(power_law_rows())
+    for m, n in [(2.0, 3.0), (10.0, 20.0), (50.0, 2.5)]:
+        assert g(("a",), (m, n)) == pytest.approx(3.0 * m**0.5 * n**1.5, rel=1e-9)
+
+
+def test_linear_interpolation_would_be_wrong_where_log_log_is_right() -> None:
+    g = Grid.build([(("k",), (x,), x**2) for x in (1.0, 4.0)])
+    assert g(("k",), (2.0,)) == pytest.approx(4.0)  # linear would give 6
+
+
+def test_no_extrapolation_and_unknown_keys_are_uncovered() -> None:
+    g = Grid.build(power_law_rows())
+    assert g(("a",), (0.5, 8)) is None
+    assert g(("a",), (65, 8)) is None
+    assert g(("b",), (4, 8)) is None
+    assert g(("a",), (4,)) is None  # wrong number of dimensions
+
+
+def test_a_cell_with_a_missing_corner_is_uncovered() -> None:
+    rows = [r for r in power_law_rows() if r[1] != (64, 32)]
+    g = Grid.build(rows)
+    assert g(("a",), (32, 16)) is None
+    assert g(("a",), (8, 4)) is not None
+
+
+def test_repeated_measurements_keep_their_median() -> None:
+    g = Grid.build([(("k",), (1.0,), t) for t in (1.0, 2.0, 9.0)] + [(("k",), (2.0,), 5.0)])
+    assert g(("k",), (1.0,)) == pytest.approx(2.0)
+
+
+def test_monotone_removes_a_spike_below_a_faster_larger_point() -> None:
+    rows = [(("k",), (1.0,), 10.0), (("k",), (2.0,), 50.0), (("k",), (4.0,), 12.0), (("k",), (8.0,), 20.0)]
+    raw, smooth = Grid.build(rows), Grid.build(rows, monotone=0)
+    assert raw(("k",), (2.0,)) == pytest.approx(50.0)
+    assert smooth(("k",), (2.0,)) == pytest.approx(12.0)
+    assert smooth(("k",), (8.0,)) == pytest.approx(20.0)
+    assert math.isclose(smooth(("k",), (1.0,)), 10.0)
+
+
+def test_a_glitch_off_both_neighbours_takes_their_median_before_the_running_minimum() -> None:
+    """A row far faster than both neighbours (B200's fp8 GEMM at M = 8192, K = 256: 13 us between 32 and 113) would
+    otherwise pull every smaller point down to it."""
+    xs, ts = (1.0, 2.0, 4.0, 8.0, 16.0), (10.0, 20.0, 2.0, 40.0, 80.0)
+    g = Grid.build([(("k",), (x,), t) for x, t in zip(xs, ts, strict=True)], monotone=0)
+    assert g(("k",), (4.0,)) == pytest.approx(20.0)
+    assert g(("k",), (2.0,)) == pytest.approx(20.0) and g(("k",), (1.0,)) == pytest.approx(10.0)
+    steps = [(("k",), (x,), t) for x, t in zip(xs, (10.0, 12.0, 13.0, 30.0, 31.0), strict=True)]  # a real step
+    assert Grid.build(steps, monotone=0)(("k",), (8.0,)) == pytest.approx(30.0)
