@@ -39,6 +39,7 @@ from layerscope.events import (
 )
 from layerscope.export.palette import palette
 from layerscope.runtime.deployment import scenario_placement
+from layerscope.runtime.metrics import ServingMetrics
 from layerscope.server.overview import main_label
 from layerscope.tour import SimResultLike, format_value, tour_results
 
@@ -382,44 +383,10 @@ def stepmix_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
-def _token_times(events: Sequence[Any]) -> dict[int, tuple[float, list[float], float | None]]:
-    """Per request: arrival, its token times (whole model) and finish, replayed from the step events as
-    runtime/metrics.serving_metrics replays them (a token when a step brings its computed tokens to its known
-    tokens)."""
-    out: dict[int, tuple[float, list[float], float | None]] = {}
-    state: dict[int, list[Any]] = {}
-    for e in events:
-        if isinstance(e, StepEvent):
-            end = e.start_us + e.model_dur_us
-            for rid, n in zip(e.request_ids, e.num_tokens, strict=True):
-                st = state[rid]
-                st[0] += n
-                if st[0] == st[1]:
-                    st[2].append(end)
-                    st[1] = st[0] + 1
-        elif isinstance(e, RequestEvent):
-            if e.what == "arrive":
-                state[e.request_id] = [0, e.input_len, []]
-                out[e.request_id] = (e.t_us, state[e.request_id][2], None)
-            elif e.what in ("scheduled", "preempted"):
-                state[e.request_id][0] = e.num_computed_tokens
-            elif e.what == "finished":
-                arrive, tokens, _ = out[e.request_id]
-                out[e.request_id] = (arrive, tokens, e.t_us)
-    return out
-
-
 def latency_samples(events: Sequence[Any]) -> dict[str, list[float]]:
-    """TTFT, TPOT and ITL of the finished requests in ms, as vllm bench serve defines them."""
-    ttft, tpot, itl = [], [], []
-    for arrive, tokens, finished in _token_times(events).values():
-        if finished is None or not tokens:
-            continue
-        ttft.append((tokens[0] - arrive) / 1e3)
-        if len(tokens) > 1:
-            tpot.append((finished - tokens[0]) / 1e3 / (len(tokens) - 1))
-        itl.extend((b - a) / 1e3 for a, b in zip(tokens, tokens[1:], strict=False))
-    return {"TTFT": ttft, "TPOT": tpot, "ITL": itl}
+    """TTFT, TPOT and ITL of the finished requests in ms, as vllm bench serve defines them (the summary's replay)."""
+    samples = ServingMetrics().feed(events).samples()
+    return {name.upper(): list(samples[name]) for name in ("ttft", "tpot", "itl")}
 
 
 def latency_dist_figure(result: SimResultLike) -> go.Figure | None:

@@ -15,7 +15,7 @@ frontend_us), what a client measures. Percentiles are numpy's (linear), as the b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -88,18 +88,33 @@ class ServingMetrics:
                     self.finished(e.request_id, e.t_us)
         return self
 
-    def figures(self) -> dict[str, float | int]:
-        reqs = self.reqs
-        done = [r for r in reqs.values() if r.finished_us is not None]
-        for r in done:
-            if r.frontend_us:  # the client sees every token (and the end) that much later than the engine
-                r.token_us = [t + r.frontend_us for t in r.token_us]
-                r.finished_us = r.finished_us + r.frontend_us  # type: ignore[operator]
+    def finished_requests(self) -> list[_Req]:
+        """The finished requests as the client sees them: every token (and the end) `frontend_us` later than the
+        engine made it."""
+        out = []
+        for r in self.reqs.values():
+            if r.finished_us is None:
+                continue
+            if r.frontend_us:
+                r = replace(r, token_us=[t + r.frontend_us for t in r.token_us],
+                            finished_us=r.finished_us + r.frontend_us)
+            out.append(r)
+        return out
+
+    def samples(self) -> dict[str, list[float] | np.ndarray]:
+        """TTFT, TPOT, ITL and E2EL of the finished requests in ms, as `vllm bench serve` defines them."""
+        done = self.finished_requests()
         ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
         e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
         tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True)
                 if len(r.token_us) > 1]
         itl = np.concatenate([np.diff(r.token_us) for r in done]) / 1000.0 if done else []  # one array
+        return {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}
+
+    def figures(self) -> dict[str, float | int]:
+        reqs = self.reqs
+        done = self.finished_requests()
+        samples = self.samples()
         start = min((r.arrive_us for r in reqs.values()), default=0.0)
         end = max((r.finished_us for r in done), default=start)  # type: ignore[type-var]
         duration = (end - start) / 1e6
@@ -114,7 +129,7 @@ class ServingMetrics:
             "output_throughput": _r(n_out / duration) if duration > 0 else 0.0,
             "total_token_throughput": _r((n_in + n_out) / duration) if duration > 0 else 0.0,
         }
-        for name, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)):
+        for name, values in samples.items():
             for stat, q in PERCENTILES:
                 out[f"{stat}_{name}_ms"] = _stat(values, q)
         out["num_preemptions"] = self.preemptions
