@@ -78,24 +78,31 @@ class SimResult:
     compare: SimResult | None = None
 
 
-def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> SimResult:
+Check = Callable[[int], None]  # called every few steps with the events made so far; raises to stop the run
+
+
+def simulate(
+    spec: ScenarioSpec, progress: Callable[[float], None] | None = None, check: Check | None = None
+) -> SimResult:
+    """`check` (runtime.budget.RunBudget.check): the server's budget and cancel hook, over both runs' events."""
     # every matmul here is small (scaled layer, router): threads cost more than they save; the run's events are
     # long-lived and cycle-free, so the cyclic collector's passes only cost time
     with single_threaded_blas(), paused_gc():
-        result = _run(spec, progress)
+        result = _run(spec, progress, check)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
-            result.compare = _run(other, None)
+            done = len(result.events)
+            result.compare = _run(other, None, None if check is None else lambda n: check(done + n))
     return result
 
 
-def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None) -> SimResult:
+def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None, check: Check | None = None) -> SimResult:
     """A workload goes through the serving engine; the one-request shorthand through the single-request loop."""
     if spec.workload is None:
-        return _Engine(spec, progress).run()
+        return _Engine(spec, progress, check).run()
     from layerscope.runtime.serving import ServingEngine
 
-    events, summary = ServingEngine(spec, progress).run()
+    events, summary = ServingEngine(spec, progress, check).run()
     plan, model = deployed(spec)
     topology = plan.topology(model, CostModel(gpu_preset(spec.gpu)))
     return SimResult(spec=spec, events=events, topology=topology, summary=summary)
@@ -133,9 +140,12 @@ class _Stats:
 
 
 class _Engine:
-    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None) -> None:
+    def __init__(
+        self, spec: ScenarioSpec, progress: Callable[[float], None] | None, check: Check | None = None
+    ) -> None:
         self.spec = spec
         self.progress = progress
+        self.check = check
         self.gpu = gpu_preset(spec.gpu)
         self.cost_model = CostModel(self.gpu)
         # With a deployment the engine simulates one GPU of the group: its shard, its collectives, its KV pool.
@@ -207,6 +217,8 @@ class _Engine:
         self._work_done += 1
         if self.progress is not None and self._work_done % 16 == 0:
             self.progress(min(1.0, self._work_done / self._work_total))
+        if self.check is not None and self._work_done % 16 == 0:
+            self.check(len(self.events))
 
     # == setup ===================================================================================
     def _setup_pool(self) -> None:

@@ -84,7 +84,8 @@ class ServingStats:
 
 
 class ServingEngine:
-    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None) -> None:
+    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None,
+                 check: Callable[[int], None] | None = None) -> None:
         assert spec.workload is not None, "the serving engine runs a workload"
         for name in ("faults", "actions"):
             if getattr(spec, name):
@@ -94,6 +95,7 @@ class ServingEngine:
             raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
         self.spec = spec
         self.progress = progress
+        self.check = check  # the server's budget and cancel hook (runtime.engine.simulate)
         self.gpu = gpu_preset(spec.gpu)
         # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
         self.placement = scenario_placement(spec)
@@ -163,6 +165,8 @@ class ServingEngine:
             t = t_end
             if self.progress is not None and self.stats.num_steps % 16 == 0:
                 self.progress(min(1.0, (n - len(pending) - self.scheduler.num_unfinished()) / n))
+            if self.check is not None and self.stats.num_steps % 16 == 0:
+                self.check(len(self.events))
         self._snapshot(t, 0.0, final=True)
         self._emit(PhaseEvent(t_us=t, phase="idle", detail="done"))
         self.stats.prefix_hit_rate = self.cache.hit_rate

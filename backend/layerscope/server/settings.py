@@ -15,6 +15,11 @@ class Settings(BaseModel):
         default_factory=list,
         description="extra websocket Origins allowed besides the page's own host (e.g. 'https://lab.example')",
     )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host header values accepted besides the bound host, 127.0.0.1, localhost and ::1 (a name the "
+        "server is reached by, e.g. 'lab.example'; '*' accepts any): others are refused (DNS rebinding)",
+    )
     play_seconds: float = Field(20.0, gt=0.0, le=3600.0, description="wall seconds a whole run takes at speed 1")
     tick_s: float = Field(0.03, ge=0.001, le=1.0, description="at most one frame per tick per client")
     max_frame_events: int = Field(4000, ge=1, description="events in one playback frame (the rest go in the next)")
@@ -35,8 +40,43 @@ class Settings(BaseModel):
     max_sim_work: int = Field(
         10_000,
         ge=1,
-        description="prefill chunks + decode steps one requested run may simulate (x2 with compare); "
-        "bounds the CPU time and memory one client can ask for (~2 ms and ~20 events per unit)",
+        description="weighted engine steps one requested run may simulate, its compare run included "
+        "(runtime.budget.estimate_work); refused before it runs (~0.5 ms and ~20 events per unit)",
+    )
+    max_run_events: int = Field(
+        150_000, ge=1, description="events one run may make: a run passing it is stopped (~3 KB of memory each)"
+    )
+    max_run_cpu_s: float = Field(60.0, gt=0.0, description="CPU seconds one run may take: a run passing it is stopped")
+    max_memory_events: int = Field(
+        450_000,
+        ge=1,
+        description="events of all runs alive at once (cached, shown by viewers, simulating at max_run_events "
+        "each): a custom run that cannot fit is refused 'busy, retry' (~1.3 GB at ~3 KB an event)",
+    )
+    max_queue: int = Field(8, ge=0, description="simulations waiting for a slot; one more is refused 'busy, retry'")
+    max_loaded_bytes: int = Field(
+        32 * 2**20, ge=1, description="the `loaded` message of one run (its first screen): a larger run is refused"
+    )
+    commands_per_s: float = Field(
+        20.0, gt=0.0, description="play/pause/step/speed/seek commands per second per viewer (a burst of as many)"
+    )
+    seek_interval_s: float = Field(
+        0.1, ge=0.0, le=10.0, description="seeks applied at most this often per viewer; those between coalesce"
+    )
+    max_concurrent_exports: int = Field(1, ge=1, description="exports (report, trace, events) built at once")
+    max_export_queue: int = Field(4, ge=0, description="exports waiting; one more is refused 503 'busy, retry'")
+    export_cache_bytes: int = Field(64 * 2**20, ge=0, description="exports kept (LRU), so repeated ones cost nothing")
+    max_connections: int = Field(
+        512, ge=1, description="HTTP and websocket connections at once (uvicorn --limit-concurrency); then 503"
+    )
+    max_header_bytes: int = Field(
+        32 * 1024, ge=1024, description="request line and headers of one HTTP request; larger is refused 400"
+    )
+    header_timeout_s: float = Field(
+        10.0, gt=0.0, description="seconds a connection may take to send its request's headers; then closed"
+    )
+    graceful_shutdown_s: int = Field(
+        3, ge=0, description="on SIGTERM, seconds open connections get before they are closed and work is cancelled"
     )
 
     @classmethod

@@ -55,6 +55,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
     try:
         await _receive_loop(ws, session, tasks)
     finally:
+        session.close()  # cancels its pending load (and the simulation, if nobody else waits), lets go of its run
         for t in tasks:
             t.cancel()
         for t in tasks:
