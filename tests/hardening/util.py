@@ -50,7 +50,8 @@ class ServerProcess:
     def start(self, timeout_s: float = 30.0) -> None:
         cmd = [sys.executable, "-m", "layerscope", "serve", "--port", str(self.port), *self.args]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
+            env = {k: v for k, v in os.environ.items() if k != "LAYERSCOPE_ALLOWED_HOSTS"}  # the real Host check
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, env=env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"server exited: {self.log.read_text()[-2000:]}"

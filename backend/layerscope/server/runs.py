@@ -320,6 +320,51 @@ def release_freed_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
+class ExportCache:
+    """Exports (report, trace, events) of cached runs, LRU, bounded in bytes, and how many are built at once
+    (`slots`, with at most `max_queue` waiting: then Busy). A report of a 150k-event run costs seconds of CPU
+    and tens of MB: built once, downloaded many times."""
+
+    def __init__(self, max_bytes: int, slots: int, max_queue: int) -> None:
+        self._items: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._bytes, self._max_bytes = 0, max_bytes
+        self._slots_n, self._max_queue = slots, max_queue
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting = 0
+        self.built = 0  # exports actually built (tests)
+
+    async def get(self, key: tuple[str, str] | None, build: Callable[[], str]) -> str:
+        """The export under `key` (None: not cacheable, e.g. a replay), built in a worker thread if missing."""
+        if key is not None and key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._loop is not loop:
+            self._slots, self._loop = asyncio.Semaphore(self._slots_n), loop
+        if self._slots.locked() and self._waiting >= self._max_queue:
+            raise Busy(f"server busy: {self._slots_n} exports building and {self._waiting} waiting; retry shortly")
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            if key is not None and key in self._items:  # built by the request before this one
+                return self._items[key]
+            self.built += 1
+            text = await asyncio.to_thread(build)
+        finally:
+            self._slots.release()
+        if key is not None and len(text) <= self._max_bytes:
+            self._items[key] = text
+            self._bytes += len(text)
+            while self._bytes > self._max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= len(old)
+        return text
+
+
 class RunCache:
     """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation.
 

@@ -7,6 +7,10 @@ import os
 from pydantic import BaseModel, Field
 
 
+def _env_list(name: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, "").split(",") if v.strip()]
+
+
 class Settings(BaseModel):
     host: str = Field("127.0.0.1", description="interface to bind; loopback unless told otherwise")
     port: int = Field(8000, ge=0, le=65535)
@@ -16,7 +20,7 @@ class Settings(BaseModel):
         description="extra websocket Origins allowed besides the page's own host (e.g. 'https://lab.example')",
     )
     allowed_hosts: list[str] = Field(
-        default_factory=list,
+        default_factory=lambda: _env_list("LAYERSCOPE_ALLOWED_HOSTS"),
         description="Host header values accepted besides the bound host, 127.0.0.1, localhost and ::1 (a name the "
         "server is reached by, e.g. 'lab.example'; '*' accepts any): others are refused (DNS rebinding)",
     )
@@ -81,9 +85,10 @@ class Settings(BaseModel):
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
-        """LAYERSCOPE_ALLOWED_ORIGINS (comma-separated) from the environment, then explicit overrides."""
+        """LAYERSCOPE_ALLOWED_ORIGINS and LAYERSCOPE_ALLOWED_HOSTS (comma-separated) from the environment, then
+        explicit overrides (a list from the command line replaces the environment's)."""
         data: dict[str, object] = {}
-        if origins := os.environ.get("LAYERSCOPE_ALLOWED_ORIGINS"):
-            data["allowed_origins"] = [o.strip() for o in origins.split(",") if o.strip()]
+        if origins := _env_list("LAYERSCOPE_ALLOWED_ORIGINS"):
+            data["allowed_origins"] = origins
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)
