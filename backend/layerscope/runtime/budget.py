@@ -21,13 +21,13 @@ from layerscope.runtime.sharded import deployed
 from layerscope.scenario import ScenarioSpec
 
 CHECK_EVERY = 16  # engine steps between checks (the loops' literal 16): free, and 16 steps last < 0.5 s with numerics
-# Thread CPU per engine step relative to a plain one (decode-pulses on this machine, bench/README.md "Hardening"):
-# the tiny numpy layer about doubles a step, the small one costs ~25 plain steps.
-NUMERICS_WEIGHT = {"tiny": 2, "small": 25}
+# Thread CPU per engine step relative to a plain one (decode-pulses, 200 decode steps, bench/README.md "Hardening"):
+# 0.14 ms plain, x3.8 with the tiny numpy layer, x50 with the small one.
+NUMERICS_WEIGHT = {"tiny": 4, "small": 50}
 # A serving step's cost grows with the requests in its batch (the scheduler and the events walk each of them):
-# 32 running requests cost about one more plain step (serving-64-h200-tp8: 0.75 ms a step with 128 running,
-# 0.19 ms with 8; bench/README.md "Hardening").
-REQUESTS_PER_STEP_WEIGHT = 32
+# each 16 running requests cost about one more plain step (serving-64-h200-tp8: 0.26 ms a step with 8 running,
+# 1.9 ms with 128; bench/README.md "Hardening").
+REQUESTS_PER_STEP_WEIGHT = 16
 
 
 @dataclass(frozen=True)

@@ -310,6 +310,7 @@ class _Pending:
     budget: RunBudget
     task: asyncio.Task[None] | None = None
     waiters: int = 0
+    queued: bool = True  # waiting for a slot (counted in RunCache._queued)
     started: bool = False
 
 
@@ -437,12 +438,16 @@ class RunCache:
     def _start(self, key: str, spec: ScenarioSpec, preset: bool) -> _Pending:
         if self._closing:
             raise Busy("the server is shutting down")
-        if self._queued >= self._max_queue:
+        slots = self._preset_slot if preset else self._slots
+        assert slots is not None
+        if slots.locked() and self._queued >= self._max_queue:
             raise Busy(f"server busy: {len(self._pending)} runs simulating or waiting to; retry in a few seconds")
+        self._queued += 1  # until it holds a slot
         pending = _Pending(asyncio.get_running_loop().create_future(), RunBudget(self._max_run_events, self._max_cpu_s))
         pending.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: waiters re-raise it
         self._pending[key] = pending
         pending.task = asyncio.create_task(self._run(key, spec, preset, pending))
+        pending.task.add_done_callback(lambda task: self._finished(key, pending, task))
         return pending
 
     def _cancel(self, pending: _Pending) -> None:
@@ -453,40 +458,37 @@ class RunCache:
     async def _run(self, key: str, spec: ScenarioSpec, preset: bool, pending: _Pending) -> None:
         slots = self._preset_slot if preset else self._slots
         assert slots is not None
-        try:
-            self._queued += 1
+        async with slots:
+            self._queued -= 1
+            pending.queued = False
+            if not preset:  # presets are few and small: a viewer opening one is never refused for memory
+                self._make_room(self._running + 1)
+            pending.started = True
+            self.simulations += 1
+            self._running += 1
             try:
-                await slots.acquire()
+                run = await asyncio.to_thread(self._simulate_and_prepare, spec, pending.budget)
             finally:
-                self._queued -= 1
-            try:
-                if not preset:  # presets are few and small: a viewer opening one is never refused for memory
-                    self._make_room(self._running + 1)
-                pending.started = True
-                self.simulations += 1
-                self._running += 1
-                try:
-                    run = await asyncio.to_thread(self._simulate_and_prepare, spec, pending.budget)
-                finally:
-                    self._running -= 1
-            finally:
-                slots.release()
-        except BaseException as e:
-            if isinstance(e, Cancelled | asyncio.CancelledError):
-                self.cancelled += 1
-            if not pending.future.done():
-                pending.future.set_exception(e if isinstance(e, Exception) else Cancelled("the run was cancelled"))
-            del self._pending[key]
-            if not isinstance(e, Exception | asyncio.CancelledError):
-                raise
-            return
-        del self._pending[key]
+                self._running -= 1
         self._runs[key] = run
         if preset:
             self._presets.add(key)
         evicted = self._evict(keep=key)
         settle_heap(collect=evicted)
         pending.future.set_result(run)
+
+    def _finished(self, key: str, pending: _Pending, task: asyncio.Task[None]) -> None:
+        """However the task ended (even cancelled before it ran): the bookkeeping, and an answer for the waiters."""
+        if pending.queued:
+            self._queued -= 1
+            pending.queued = False
+        if self._pending.get(key) is pending:
+            del self._pending[key]
+        error = Cancelled("the run was cancelled") if task.cancelled() else task.exception()
+        if isinstance(error, Cancelled):
+            self.cancelled += 1
+        if error is not None and not pending.future.done():
+            pending.future.set_exception(error if isinstance(error, Exception) else Cancelled("the run was cancelled"))
 
     def _simulate_and_prepare(self, spec: ScenarioSpec, budget: RunBudget) -> PreparedRun:
         budget.start()

@@ -149,8 +149,9 @@ class Session:
 
     A `load` runs as a task of its own, so the receive loop keeps reading: a newer load supersedes (cancels) it,
     and a client that leaves cancels it (close()); the simulation stops when nobody else waits for it. Playback
-    commands are rate-limited (Settings.commands_per_s, a token bucket), seeks coalesce (at most one applied per
-    seek_interval_s, the latest wins), and a seek's rebuild and a large message's parsing run off the event loop.
+    commands are paced (Settings.commands_per_s, a token bucket: past it they wait), seeks coalesce (at most one
+    applied per seek_interval_s, the latest wins), and a seek's rebuild and a large message's parsing run off the
+    event loop.
     """
 
     def __init__(self, runs: RunCache, settings: Settings, clock: Callable[[], float] | None = None) -> None:
@@ -162,7 +163,6 @@ class Session:
         self._load_task: asyncio.Task[None] | None = None
         self._lock = asyncio.Lock()  # held while a seek rebuilds in a worker thread: the ticker waits
         self._tokens, self._refilled = settings.commands_per_s, time.monotonic()
-        self._rate_told = -math.inf
         self._seek_to: float | None = None
         self._seek_task: asyncio.Task[None] | None = None
         self._last_seek = -math.inf
@@ -222,24 +222,21 @@ class Session:
                 raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.run.duration_us:g} µs)", "t_us")
             await self._seek(pb, cmd.t_us)
             return
-        if not self._take_token():
-            return
+        await self._pace()
         async with self._lock:
             self._command(pb, cmd)
         self._send_state()
 
-    def _take_token(self) -> bool:
-        """A token of the viewer's command bucket; without one the command is dropped (told once a second)."""
+    async def _pace(self) -> None:
+        """The viewer's command bucket (commands_per_s, bursts of as many): past it the command waits its turn, and
+        the connection reads nothing meanwhile, so a flood slows its sender alone and every command is answered."""
         rate, now = self.settings.commands_per_s, time.monotonic()
         self._tokens = min(rate, self._tokens + (now - self._refilled) * rate)
         self._refilled = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        if now - self._rate_told >= 1.0:
-            self._rate_told = now
-            self.error(f"too many commands: at most {rate:g} a second per viewer; this one was dropped", "type")
-        return False
+        if self._tokens < 1.0:
+            await asyncio.sleep((1.0 - self._tokens) / rate)
+            self._tokens, self._refilled = 1.0, time.monotonic()
+        self._tokens -= 1.0
 
     def _command(self, pb: Playback, cmd: Any) -> None:
         now = self._clock()
