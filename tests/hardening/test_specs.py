@@ -41,7 +41,7 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"compare": {"label": "x", "set": {"prompt_len": -5}}}, "compare.set", "prompt_len"),
     ({"compare": {"label": "x", "set": {"tour": []}}}, "compare.set", "tour"),
     ({"page_size": 1, "prompt_len": scn.MAX_PROMPT_LEN}, "(top level)", "KV pages"),
-    ({"gpu": "h100-sxm", "deployment": {"tp": 4}}, "(top level)", "weights need 109.5 GiB per GPU at tp=4"),
+    ({"gpu": "h100-sxm", "deployment": {"tp": 4}}, "deployment.tp", "weights need 109.5 GiB per GPU at tp=4"),
     ({"deployment": {"tp": 8, "ep": 3}}, "deployment", "must divide tp"),
 ]
 IDS = [f"{next(iter(b[0]))}-{b[1]}" for b in BAD]
@@ -170,9 +170,9 @@ def test_websocket_dotted_set_runs_a_workload(client: TestClient) -> None:
     ("over", "field", "words"),
     [
         ({"workload.num_requests": 3000, "workload.output_len": 1000, "workload.max_concurrency": 10},
-         "workload.num_requests", "engine steps"),
-        ({"workload.num_requests": 1, "workload.output_len": 5000}, "workload.output_len", "engine steps"),
-        ({"workload.trace": "/etc/passwd"}, "workload.trace", "CLI only"),
+         "set.workload.num_requests", "engine steps"),
+        ({"workload.num_requests": 1, "workload.output_len": 5000}, "set.workload.output_len", "engine steps"),
+        ({"workload.trace": "/etc/passwd"}, "set.workload.trace", "opens no file a client names"),
         ({"workload.max_concurency": 3}, "set.workload.max_concurency", "unknown field"),
         ({"scheduler.max_num_seqs": 0}, "set.scheduler.max_num_seqs", "greater than or equal to 1"),
     ],
