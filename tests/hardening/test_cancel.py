@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fastapi.testclient import TestClient
+from hardening_util import wait_for
 
 from layerscope import scenario as scn
 from layerscope.runtime.engine import simulate
@@ -41,14 +42,6 @@ class SlowSim:
         return simulate(spec)
 
 
-def _wait(cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
-
 
 def test_a_client_that_leaves_during_its_load_cancels_the_simulation() -> None:
     sim = SlowSim()
@@ -57,8 +50,8 @@ def test_a_client_that_leaves_during_its_load_cancels_the_simulation() -> None:
         with client.websocket_connect("/ws") as ws:
             ws.send_json({"type": "load", "spec": {"decode_steps": 3}})
             assert sim.started.acquire(timeout=10)
-        assert _wait(lambda: sim.stopped == 1), "the simulation kept running after its client left"
-        assert _wait(lambda: client.get("/api/debug/sessions").json()["cancelled_simulations"] == 1)
+        assert wait_for(lambda: sim.stopped == 1), "the simulation kept running after its client left"
+        assert wait_for(lambda: client.get("/api/debug/sessions").json()["cancelled_simulations"] == 1)
         with client.websocket_connect("/ws") as ws:  # its slot is free again
             sim.release.set()
             ws.send_json({"type": "load", "spec": {"decode_steps": 3}})
@@ -72,7 +65,7 @@ def test_a_newer_load_supersedes_the_pending_one() -> None:
         assert sim.started.acquire(timeout=10)
         ws.send_json({"type": "load", "spec": {"decode_steps": 4}})  # the first one is nobody's any more
         assert sim.started.acquire(timeout=10)
-        assert _wait(lambda: sim.stopped == 1)
+        assert wait_for(lambda: sim.stopped == 1)
         sim.release.set()
         loaded = ws.receive_json()
         assert loaded["type"] == "loaded" and loaded["scenario"]["decode_steps"] == 4

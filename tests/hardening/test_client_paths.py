@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hardening_util import answer_then_probe
 
 from layerscope import scenario as scn
 from layerscope.paths import scenarios_dir
@@ -38,15 +39,6 @@ def client() -> Iterator[TestClient]:
         yield c
 
 
-def _first_answer(client: TestClient, cmd: dict[str, Any]) -> dict[str, Any]:
-    with client.websocket_connect("/ws") as ws:
-        ws.send_json(cmd)
-        first = ws.receive_json()
-        ws.send_json({"type": "load", "scenario": "decode-pulses"})  # the connection stays usable
-        assert ws.receive_json()["type"] == "loaded"
-    return first
-
-
 def _requests(path: str) -> list[tuple[dict[str, Any], str]]:
     """(load command, the field its refusal must name), one per way a client can name a trace."""
     compare = {"label": "x", "set": {"workload.trace": path}}
@@ -69,7 +61,7 @@ def test_websocket_trace_paths_are_refused_without_opening_them(
     monkeypatch.setattr(workload, "read_trace_text", lambda p, *a: opened.append(p) or "")
     cmd, field = _requests(path)[index]
     started = time.monotonic()
-    err = _first_answer(client, {"type": "load", **cmd})
+    err = answer_then_probe(client, {"type": "load", **cmd})
     assert err["type"] == "error" and err["field"] == field, err
     assert "opens no file a client names" in err["message"]
     assert path not in err["message"] and "line 1" not in err["message"]  # neither the path nor its content

@@ -5,25 +5,15 @@ bounded by max_memory_events ("busy, retry"); a custom run no viewer shows any m
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
 
 from fastapi.testclient import TestClient
+from hardening_util import wait_for
 
 from layerscope import scenario as scn
 from layerscope.runtime.engine import simulate
 from layerscope.server.app import create_app
 from layerscope.server.runs import Busy, RunCache
 from layerscope.server.settings import Settings
-
-
-def _wait(cond: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_a_loaded_message_over_its_limit_is_refused() -> None:
@@ -65,8 +55,8 @@ def test_a_custom_run_nobody_shows_leaves_the_cache_and_presets_stay() -> None:
             while ws.receive_json()["type"] != "loaded":
                 pass
             assert len(app.state.runs) == 2
-        assert _wait(lambda: client.get("/api/debug/sessions").json()["sessions"] == 0)
-        assert _wait(lambda: len(app.state.runs) == 1)  # the preset stays; the custom run is gone
+        assert wait_for(lambda: client.get("/api/debug/sessions").json()["sessions"] == 0)
+        assert wait_for(lambda: len(app.state.runs) == 1)  # the preset stays; the custom run is gone
         assert app.state.runs.memory_events == 727  # decode-pulses' events, nothing a viewer held
 
 
@@ -77,4 +67,4 @@ def test_a_closed_session_lets_go_of_its_run() -> None:
             with client.websocket_connect("/ws") as ws:
                 ws.send_json({"type": "load", "spec": {"decode_steps": 40}})
                 assert ws.receive_json()["type"] == "loaded"
-        assert _wait(lambda: app.state.runs.memory_events == 0 and not app.state.runs._held)
+        assert wait_for(lambda: app.state.runs.memory_events == 0 and not app.state.runs._held)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hardening_util import ws_answer
 
 from layerscope import scenario as scn
 from layerscope.cli import main
@@ -33,12 +34,6 @@ def client() -> Iterator[TestClient]:
         yield c
 
 
-def _answer(client: TestClient, cmd: dict[str, Any]) -> dict[str, Any]:
-    with client.websocket_connect("/ws") as ws:
-        ws.send_json(cmd)
-        return ws.receive_json()
-
-
 @pytest.mark.parametrize(("fragment", "field"), LAX)
 def test_lax_types_are_refused_from_files(tmp_path: Path, fragment: dict[str, Any], field: str) -> None:
     path = tmp_path / "lax.yaml"
@@ -50,7 +45,7 @@ def test_lax_types_are_refused_from_files(tmp_path: Path, fragment: dict[str, An
 
 @pytest.mark.parametrize(("fragment", "field"), LAX)
 def test_lax_types_are_refused_from_the_websocket(client: TestClient, fragment: dict[str, Any], field: str) -> None:
-    err = _answer(client, {"type": "load", "spec": fragment})
+    err = ws_answer(client, {"type": "load", "spec": fragment})
     assert err["type"] == "error" and err["field"] == f"spec.{field}", err
 
 
@@ -63,7 +58,7 @@ def test_numbers_and_infinity_still_load(client: TestClient) -> None:
 
 
 def test_a_whole_spec_error_names_the_override_it_is_about(client: TestClient) -> None:
-    err = _answer(client, {"type": "load", "scenario": "serving-64-h200-tp8", "set": {"deployment.tp": 3}})
+    err = ws_answer(client, {"type": "load", "scenario": "serving-64-h200-tp8", "set": {"deployment.tp": 3}})
     assert err["type"] == "error" and err["field"] == "set.deployment.tp", err
     assert "field 'deployment.tp'" in err["message"] and "(top level)" not in err["message"]
 
@@ -91,7 +86,7 @@ def test_duplicate_yaml_keys_are_refused(tmp_path: Path, capsys: pytest.CaptureF
 def test_max_model_len_below_the_requests_is_refused_with_the_reason(client: TestClient, spec: dict) -> None:
     with pytest.raises(scn.ScenarioError, match="field 'deployment.max_model_len': .* below .* vLLM refuses"):
         scn.parse_spec(spec)
-    err = _answer(client, {"type": "load", "spec": spec})
+    err = ws_answer(client, {"type": "load", "spec": spec})
     assert err["type"] == "error" and err["field"] == "spec.deployment.max_model_len", err
 
 

@@ -4,10 +4,10 @@ the compare run), and a run passing its event or CPU budget while it runs is sto
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hardening_util import ws_answer
 
 from layerscope import scenario as scn
 from layerscope.runtime.budget import BudgetExceeded, Cancelled, RunBudget, estimate_work
@@ -26,12 +26,6 @@ def client() -> Iterator[TestClient]:
         yield c
 
 
-def _answer(client: TestClient, cmd: dict[str, Any]) -> dict[str, Any]:
-    with client.websocket_connect("/ws") as ws:
-        ws.send_json(cmd)
-        return ws.receive_json()
-
-
 def test_presets_fit_the_default_limit() -> None:
     limit = Settings().max_sim_work
     for name in scn.preset_names():
@@ -42,7 +36,7 @@ def test_concurrency_that_does_not_fit_the_pool_is_counted(client: TestClient) -
     spec = scn.apply_overrides(scn.load_preset("serving-kv-preemption"), POOL_DODGE)
     assert estimate_work(spec).units > 100 * Settings().max_sim_work  # waves of the few requests 4 GiB holds
     before = client.get("/api/debug/sessions").json()["simulations"]
-    err = _answer(client, {"type": "load", "scenario": "serving-kv-preemption", "set": POOL_DODGE})
+    err = ws_answer(client, {"type": "load", "scenario": "serving-kv-preemption", "set": POOL_DODGE})
     assert err["type"] == "error" and err["field"] == "set.workload.num_requests", err
     assert "engine steps" in err["message"]
     assert client.get("/api/debug/sessions").json()["simulations"] == before  # refused before simulating
@@ -54,7 +48,7 @@ def test_numerics_and_its_model_are_counted(client: TestClient) -> None:
     tiny = estimate_work(scn.parse_spec({**base, "numerics": True})).units
     small = estimate_work(scn.parse_spec({**base, "numerics": True, "numerics_model": "small"})).units
     assert plain < tiny < small and small >= 10 * plain
-    err = _answer(client, {"type": "load", "spec": {**base, "numerics": True, "numerics_model": "small"}})
+    err = ws_answer(client, {"type": "load", "spec": {**base, "numerics": True, "numerics_model": "small"}})
     assert err["type"] == "error" and "at most 10000" in err["message"], err
 
 
