@@ -3,8 +3,8 @@ memory while they are there and after they leave, SIGTERM during a simulation.
 
 A real `layerscope serve` subprocess on a free loopback port; asyncio `websockets` clients in this process; every
 loop bounded in count and time.
-- heavy clients: `--heavy` clients each load a distinct custom serving run near the server's work limit (retrying
-  every 2 s when told "busy"), then play it at speed 1;
+- heavy clients: `--heavy` clients each load a distinct custom serving run of ~81k events (retrying every 2 s when
+  told "busy"), then play it at speed 1; the case lasts until each has its run or was told busy, then `--hold-s`;
 - playing viewers: `--viewers` clients play a preset at speed 1 meanwhile; the delay of each frame from its
   creation (frame.created_ms, the server's clock) to its receipt here, p50 and p99;
 - first screen: once the heavy clients are loading, a new viewer loads a preset nobody loaded yet: seconds from its
@@ -28,6 +28,7 @@ import statistics
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ async def answer(ws: Any) -> tuple[str, str]:
             return "error", json.loads(text)["message"]
 
 
-async def heavy_client(url: str, i: int, stop: asyncio.Event, stats: dict[str, int]) -> None:
+async def heavy_client(url: str, i: int, stop: asyncio.Event, stats: dict[str, Any]) -> None:
     async with websockets.connect(url, proxy=None, max_size=64 * MiB) as ws:
         for _ in range(60):  # retries while the server says busy, 2 s apart (at most 2 min)
             await ws.send(json.dumps({"type": "load", "scenario": "serving-64-h200-tp8", "set": heavy_set(i)}))
@@ -88,6 +89,7 @@ async def heavy_client(url: str, i: int, stop: asyncio.Event, stats: dict[str, i
                 stats["loaded"] += 1
                 break
             stats["busy" if "busy" in message else "refused"] += 1
+            stats.setdefault("told_busy", set()).add(i)  # type: ignore[union-attr]
             if "busy" not in message or stop.is_set():
                 return
             await asyncio.sleep(2.0)
@@ -130,19 +132,37 @@ async def first_screen(url: str, scenario: str) -> float:
     return time.perf_counter() - t0
 
 
+async def held_events(url: str, stop: asyncio.Event, peak: list[int]) -> None:
+    """The most events of runs the server held at once (/api/debug/sessions, polled every 0.5 s)."""
+    debug = url.replace("ws://", "http://").replace("/ws", "/api/debug/sessions")
+    while not stop.is_set():
+        with urllib.request.urlopen(debug, timeout=10) as r:  # noqa: ASYNC210 -- loopback, answered in ms
+            peak[0] = max(peak[0], json.loads(r.read())["memory_events"])
+        await asyncio.sleep(0.5)
+
+
 async def load_case(url: str, heavy: int, viewers: int, hold_s: float, fresh: str, played: str) -> dict[str, Any]:
     stop = asyncio.Event()
-    stats = {"loaded": 0, "busy": 0, "refused": 0}
+    stats: dict[str, Any] = {"loaded": 0, "busy": 0, "refused": 0}
     delays: list[float] = []
+    peak = [0]
+    poller = asyncio.create_task(held_events(url, stop, peak))
     watchers = [asyncio.create_task(playing_viewer(url, played, stop, delays)) for _ in range(viewers)]
     await asyncio.sleep(2.0)  # the viewers are playing before the heavy clients arrive
     heavies = [asyncio.create_task(heavy_client(url, i, stop, stats)) for i in range(heavy)]
     await asyncio.sleep(1.0)  # every slot is busy with heavy runs now
     screen_s = await first_screen(url, fresh)
+    settled = time.monotonic() + 180  # every heavy client loaded its run or was told "busy" (bounded)
+    while stats["loaded"] + len(stats.get("told_busy", ())) < heavy and time.monotonic() < settled:
+        await asyncio.sleep(0.5)
     await asyncio.sleep(hold_s)
     stop.set()
-    await asyncio.gather(*watchers, *heavies, return_exceptions=True)
-    return {"first_screen_s": round(screen_s, 2), "heavy": stats, "frames": len(delays),
+    ended = await asyncio.gather(poller, *watchers, *heavies, return_exceptions=True)
+    stats["failed"] = sum(isinstance(e, BaseException) for e in ended)
+    stats["told_busy"] = len(stats.get("told_busy", ()))
+    if stats["failed"]:
+        print("client errors:", {repr(e)[:120] for e in ended if isinstance(e, BaseException)}, file=sys.stderr)
+    return {"first_screen_s": round(screen_s, 2), "heavy": stats, "peak_events_held": peak[0], "frames": len(delays),
             "delay_ms_p50": round(statistics.median(delays), 1) if delays else None,
             "delay_ms_p99": round(statistics.quantiles(delays, n=100)[98], 1) if len(delays) > 2 else None}
 
@@ -185,8 +205,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--heavy", type=int, default=8, help="heavy clients")
     ap.add_argument("--viewers", type=int, default=4, help="viewers playing a preset meanwhile")
-    ap.add_argument("--hold-s", type=float, default=10.0, help="seconds the clients stay after the first screen")
-    ap.add_argument("--fresh", default="prefill-8k-chunked", help="the uncached preset the new viewer opens")
+    ap.add_argument("--hold-s", type=float, default=10.0,
+                    help="seconds the clients stay once every heavy one has its run (or was told busy)")
+    ap.add_argument("--fresh", default="serving-long-prompt-itl", help="the uncached preset the new viewer opens")
     ap.add_argument("--played", default="decode-pulses", help="the preset the playing viewers play")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON line here (atomically)")
     args = ap.parse_args()

@@ -31,6 +31,7 @@ from layerscope.server.overview import overview
 
 log = logging.getLogger("layerscope.server")
 MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `loaded`
+TRIM_DELAY_S = 1.0  # after a viewer leaves, before its run's memory is collected: its session is gone by then
 
 
 class SimResultLike(Protocol):
@@ -405,6 +406,7 @@ class RunCache:
         self._queued = 0
         self._running = 0
         self._closing = False
+        self._trim: asyncio.TimerHandle | None = None
         self.simulations = 0  # how many times the engine actually ran (for tests and /api/debug)
         self.cancelled = 0  # simulations stopped because nobody waited for them any more
 
@@ -544,8 +546,21 @@ class RunCache:
         self._held.pop(key, None)
         if key in self._runs and key not in self._presets:
             self._runs.pop(key)
+        self._schedule_trim()
+
+    def _schedule_trim(self) -> None:
+        """Once the leaving viewer's session is gone too (it still holds the run now): collect what the run left
+        (unfreezing first: settle_heap froze it, and a frozen cycle is never collected) and hand the freed heap back
+        to the OS. Coalesced: one pass however many viewers leave at once."""
+        if self._trim is not None or self._loop is None:
+            return
+
+        def trim() -> None:
+            self._trim = None
             settle_heap(collect=True)
             release_freed_memory()
+
+        self._trim = self._loop.call_later(TRIM_DELAY_S, trim)
 
     @property
     def num_events(self) -> int:

@@ -205,10 +205,10 @@ class Session:
         for task in (self._load_task, self._seek_task):
             if task is not None:
                 task.cancel()
-        if self.playback is not None:
-            self.runs.release(self.playback.run)
-            self.playback = None
-        self.queue.clear_frames()
+        run, self.playback = (self.playback.run if self.playback is not None else None), None
+        self.queue = OutQueue(self.settings.queue_frames, self.settings.queue_control)  # drops `loaded`, frames
+        if run is not None:
+            self.runs.release(run)
 
     async def _dispatch(self, cmd: Any) -> None:
         if isinstance(cmd, LoadCommand):
