@@ -84,10 +84,17 @@ class Cancelled(Exception):
     """Nobody waits for the run any more (its clients left, or the server is shutting down)."""
 
 
+YIELD_S = 0.004  # a custom run's pause per check while a preset simulates: ~one GIL switch interval (5 ms)
+
+
 @dataclass
 class RunBudget:
+    """`yield_to`: while it is set (a viewer waits for a preset), each check pauses YIELD_S, so the preset's thread
+    gets the GIL more often than one in three; every check also lets the event loop take the GIL (sleep(0))."""
+
     max_events: int
     max_cpu_s: float
+    yield_to: threading.Event | None = None
     _cancel: threading.Event = field(default_factory=threading.Event)
     _cpu0: float | None = None
 
@@ -103,6 +110,7 @@ class RunBudget:
         return self._cancel.is_set()
 
     def check(self, events: int) -> None:
+        time.sleep(YIELD_S if self.yield_to is not None and self.yield_to.is_set() else 0.0)
         if self._cancel.is_set():
             raise Cancelled("the run was cancelled")
         if events > self.max_events:

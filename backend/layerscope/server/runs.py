@@ -15,6 +15,7 @@ import inspect
 import json
 import logging
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -407,6 +408,8 @@ class RunCache:
         self._running = 0
         self._closing = False
         self._trim: asyncio.TimerHandle | None = None
+        self._preset_running = threading.Event()  # custom runs yield to it (RunBudget.yield_to)
+        self._presets_simulating = 0
         self.simulations = 0  # how many times the engine actually ran (for tests and /api/debug)
         self.cancelled = 0  # simulations stopped because nobody waited for them any more
 
@@ -445,7 +448,8 @@ class RunCache:
         if slots.locked() and self._queued >= self._max_queue:
             raise Busy(f"server busy: {len(self._pending)} runs simulating or waiting to; retry in a few seconds")
         self._queued += 1  # until it holds a slot
-        pending = _Pending(asyncio.get_running_loop().create_future(), RunBudget(self._max_run_events, self._max_cpu_s))
+        budget = RunBudget(self._max_run_events, self._max_cpu_s, yield_to=None if preset else self._preset_running)
+        pending = _Pending(asyncio.get_running_loop().create_future(), budget)
         pending.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: waiters re-raise it
         self._pending[key] = pending
         pending.task = asyncio.create_task(self._run(key, spec, preset, pending))
@@ -468,10 +472,16 @@ class RunCache:
             pending.started = True
             self.simulations += 1
             self._running += 1
+            self._presets_simulating += preset
+            if preset:
+                self._preset_running.set()
             try:
                 run = await asyncio.to_thread(self._simulate_and_prepare, spec, pending.budget)
             finally:
                 self._running -= 1
+                self._presets_simulating -= preset
+                if not self._presets_simulating:
+                    self._preset_running.clear()
         self._runs[key] = run
         if preset:
             self._presets.add(key)
