@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from layerscope.atomic import write_text_atomic
 from layerscope.export.events import to_jsonl
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec, load_file
@@ -56,7 +57,7 @@ def main() -> None:
     args = p.parse_args()
     got = digests(args.only)
     if args.save:
-        args.save.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(args.save, json.dumps(got, indent=1, sort_keys=True) + "\n")
         return
     want = json.loads(args.check.read_text())
     bad = [k for k, v in got.items() if want.get(k) != v]

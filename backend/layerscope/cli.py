@@ -83,11 +83,19 @@ def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._run(args) or 0)
-    except (UsageError, ValueError, FileNotFoundError) as e:
-        sys.stderr.write(f"layerscope {args.command}: error: {e}\n".replace("\n", " ").rstrip() + "\n")
+    except BrokenPipeError:  # main() handles a closed stdout pipe
+        raise
+    except (UsageError, ValueError, OSError) as e:  # OSError: a file that cannot be read or written (a full disk)
+        sys.stderr.write(f"layerscope {args.command}: error: {_one_line(e)}".replace("\n", " ").rstrip() + "\n")
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _one_line(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e)
 
 
 def _stdout_to_devnull() -> None:

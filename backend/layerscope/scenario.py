@@ -31,6 +31,7 @@ MAX_PAGES = 65_536  # pages of one sequence (prompt + decode + hint)
 MAX_REQUESTS = 10_000
 MAX_REQUEST_TOKENS = 262_144  # input (with the shared prefix) or output length of one request
 MAX_WORKLOAD_TOKENS = 20_000_000  # input + output tokens of a whole workload (bounds CPU and memory per run)
+INFINITY_WORDS = frozenset({"inf", "+inf", ".inf", "infinity", "+infinity"})
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 DEFAULT_PAGE_SIZE: dict[str, int] = {"article": 256, "vllm": 16}
@@ -38,7 +39,9 @@ DEFAULT_FREE_HBM_GIB = 40.0  # the KV pool of a scenario that names neither free
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    """Strict types: `prompt_len: true` or `"8192"` is refused, not read as 1 or 8192 (an int is still a float)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class FaultSpec(Strict):
@@ -125,7 +128,7 @@ class WorkloadSpec(Strict):
     """Many requests, as `vllm bench serve --dataset-name random` sends them (or as a trace file lists them)."""
 
     # request_rate defaults to inf: JSON carries it as the string "Infinity", which parses back
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, ser_json_inf_nan="strings")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True, ser_json_inf_nan="strings")
 
     num_requests: int = Field(100, ge=1, le=MAX_REQUESTS, description="requests to send (--num-prompts)")
     input_len: int = Field(1024, ge=1, le=MAX_REQUEST_TOKENS, description="mean prompt tokens (--random-input-len)")
@@ -151,6 +154,12 @@ class WorkloadSpec(Strict):
         description="how tokens spread over the experts: uniform, balanced, power_law:ALPHA or file:NAME.json "
         "(measured counts, a shipped file under scenarios/routing/); runtime/routing.py",
     )
+
+    @field_validator("request_rate", mode="before")
+    @classmethod
+    def _rate_infinity(cls, v: Any) -> Any:
+        """The one string a number field takes: infinity as JSON ("Infinity"), YAML (.inf) or --set (inf) spell it."""
+        return float("inf") if isinstance(v, str) and v.strip().lower() in INFINITY_WORDS else v
 
     @field_serializer("request_rate", when_used="json")
     def _rate_json(self, v: float) -> float | str:
@@ -334,6 +343,28 @@ class ScenarioSpec(Strict):
             check_scenario(self)
         return self
 
+    @model_validator(mode="after")
+    def _requests_fit_max_model_len(self) -> ScenarioSpec:
+        """As vLLM refuses a request longer than --max-model-len, a run whose requests cannot fit is refused here."""
+        limit = self.deployment.max_model_len if self.deployment is not None else None
+        if limit is None:
+            return self
+        w = self.workload
+        if w is None:
+            longest, what = self.prompt_len + self.decode_steps, "prompt_len + decode_steps"
+        elif w.trace is None:
+            r = w.range_ratio
+            longest = w.shared_prefix_len + int(w.input_len * (1 + r)) + int(w.output_len * (1 + r))
+            what = "the workload's longest request (shared_prefix_len + input_len + output_len, at the range's top)"
+        else:
+            return self  # a trace's lengths are known when it is read; the engine checks them there
+        if longest > limit:
+            raise ValueError(
+                f"field 'deployment.max_model_len': {limit} tokens is below {what} = {longest}; vLLM refuses "
+                "requests longer than max_model_len (raise it, or shorten the requests)"
+            )
+        return self
+
     @property
     def effective_page_size(self) -> int:
         return self.page_size or DEFAULT_PAGE_SIZE[self.runtime]
@@ -384,12 +415,39 @@ class ScenarioError(ValueError):
     """A scenario could not be loaded; the message names the file, the field and what is allowed."""
 
 
-def format_validation_error(err: ValidationError, source: str = "") -> str:
+def format_validation_error(err: ValidationError, source: str = "", given: dict[str, Any] | None = None) -> str:
+    """`source: field 'loc': message`. A whole-spec check (no loc of its own) is located at the field its message
+    names (`field 'x': ...`), else at the given field whose `name=value` it quotes (`tp=3` -> deployment.tp)."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"].removeprefix("Value error, ")
+    loc = ".".join(str(p) for p in first["loc"])
+    if not loc:
+        named = _NAMED_FIELD.match(msg)
+        if named:
+            loc, msg = named.group(1), msg[named.end() :]
+        else:
+            loc = _quoted_field(msg, given or {}) or "(top level)"
     prefix = f"{source}: " if source else ""
     more = f" (+{len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{prefix}field '{loc}': {first['msg'].removeprefix('Value error, ')}{more}"
+    return f"{prefix}field '{loc}': {msg}{more}"
+
+
+_NAMED_FIELD = re.compile(r"^field '([A-Za-z0-9_.]+)': ")
+
+
+def _quoted_field(message: str, given: dict[str, Any]) -> str | None:
+    """The dotted key of `given` (one level of nesting flattened) whose `leaf=value` the message quotes."""
+    flat: dict[str, Any] = {}
+    for key, value in given.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items() if not isinstance(v, dict | list)})
+        elif not isinstance(value, list):
+            flat[key] = value
+    for key, value in flat.items():
+        leaf = key.rsplit(".", 1)[-1]
+        if re.search(rf"(?<![A-Za-z0-9_]){re.escape(leaf)}={re.escape(str(value))}(?![0-9.])", message):
+            return key
+    return None
 
 
 def parse_spec(data: Any, source: str = "") -> ScenarioSpec:
@@ -398,7 +456,7 @@ def parse_spec(data: Any, source: str = "") -> ScenarioSpec:
     try:
         return ScenarioSpec.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(format_validation_error(e, source)) from None
+        raise ScenarioError(format_validation_error(e, source, data)) from None
 
 
 def preset_names() -> list[str]:
@@ -407,14 +465,35 @@ def preset_names() -> list[str]:
 
 # libyaml's safe loader where PyYAML has it (the same documents, ~8x faster: 2.4 ms for a preset instead of 18 ms,
 # measured; the server parses a preset for every viewer's `load` on its event loop)
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _UniqueKeyLoader(_BASE_LOADER):  # type: ignore[misc,valid-type]
+    """The safe loader, refusing a mapping that repeats a key (PyYAML keeps the last one silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if isinstance(key, str) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            if isinstance(key, str):
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+SAFE_LOADER = _UniqueKeyLoader
 
 
 def load_file(path: Path) -> ScenarioSpec:
     try:
-        data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
+        data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=SAFE_LOADER)  # noqa: S506 -- a safe loader
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {getattr(e, 'strerror', None) or e}") from None
     except yaml.YAMLError as e:
         raise ScenarioError(f"{path}: not valid YAML: {e}") from None
     return parse_spec(data, str(path))
@@ -460,4 +539,4 @@ def apply_overrides(spec: ScenarioSpec, overrides: dict[str, Any], source: str =
     try:
         return spec.with_overrides(overrides)
     except ValidationError as e:
-        raise ScenarioError(format_validation_error(e, source)) from None
+        raise ScenarioError(format_validation_error(e, source, overrides)) from None

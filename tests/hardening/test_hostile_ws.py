@@ -37,7 +37,7 @@ class Records(logging.Handler):
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(play_seconds=2.0, tick_s=0.005))) as c:
+    with TestClient(create_app(Settings(play_seconds=2.0, tick_s=0.005, commands_per_s=1e6))) as c:  # a probe a message
         yield c
 
 

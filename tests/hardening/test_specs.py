@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from hardening_util import answer_then_probe
 
 from layerscope import scenario as scn
 from layerscope.cli import main
@@ -41,7 +42,7 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"compare": {"label": "x", "set": {"prompt_len": -5}}}, "compare.set", "prompt_len"),
     ({"compare": {"label": "x", "set": {"tour": []}}}, "compare.set", "tour"),
     ({"page_size": 1, "prompt_len": scn.MAX_PROMPT_LEN}, "(top level)", "KV pages"),
-    ({"gpu": "h100-sxm", "deployment": {"tp": 4}}, "(top level)", "weights need 109.5 GiB per GPU at tp=4"),
+    ({"gpu": "h100-sxm", "deployment": {"tp": 4}}, "deployment.tp", "weights need 109.5 GiB per GPU at tp=4"),
     ({"deployment": {"tp": 8, "ep": 3}}, "deployment", "must divide tp"),
 ]
 IDS = [f"{next(iter(b[0]))}-{b[1]}" for b in BAD]
@@ -70,20 +71,11 @@ def client() -> Iterator[TestClient]:
         yield c
 
 
-def _answer(client: TestClient, cmd: dict[str, Any]) -> dict[str, Any]:
-    with client.websocket_connect("/ws") as ws:
-        ws.send_json(cmd)
-        first = ws.receive_json()
-        ws.send_json({"type": "load", "scenario": "decode-pulses"})  # the connection stays usable
-        assert ws.receive_json()["type"] == "loaded"
-    return first
-
-
 @pytest.mark.parametrize(("fragment", "field", "words"), BAD, ids=IDS)
 def test_websocket_inline_specs_refuse_naming_the_field(
     client: TestClient, fragment: dict[str, Any], field: str, words: str
 ) -> None:
-    err = _answer(client, {"type": "load", "spec": fragment})
+    err = answer_then_probe(client, {"type": "load", "spec": fragment})
     assert err["type"] == "error" and words in err["message"]
     assert err["field"] == f"spec.{field}"
 
@@ -92,7 +84,7 @@ def test_websocket_inline_specs_refuse_naming_the_field(
 def test_websocket_overrides_refuse_naming_the_field(
     client: TestClient, fragment: dict[str, Any], field: str, words: str
 ) -> None:
-    err = _answer(client, {"type": "load", "scenario": "decode-pulses", "set": fragment})
+    err = answer_then_probe(client, {"type": "load", "scenario": "decode-pulses", "set": fragment})
     assert err["type"] == "error" and field in err["message"]
     assert err["field"] == f"set.{field}"
 
@@ -109,7 +101,7 @@ def test_runs_beyond_the_servers_work_limit_are_refused_before_simulating(
     client: TestClient, cmd: dict[str, Any], field: str
 ) -> None:
     before = client.get("/api/debug/sessions").json()["simulations"]
-    err = _answer(client, {"type": "load", **cmd})
+    err = answer_then_probe(client, {"type": "load", **cmd})
     assert err["type"] == "error" and err["field"] == field and "at most 2000" in err["message"]
     assert client.get("/api/debug/sessions").json()["simulations"] <= before + 1  # only the probe's decode-pulses
 
@@ -132,7 +124,7 @@ TRAVERSAL = [
 def test_preset_names_cannot_leave_the_scenarios_folder(client: TestClient, name: str) -> None:
     with pytest.raises(scn.ScenarioError):
         scn.load_preset(name)
-    err = _answer(client, {"type": "load", "scenario": name})
+    err = answer_then_probe(client, {"type": "load", "scenario": name})
     assert err["type"] == "error" and err["field"] == "scenario"
 
 
@@ -170,9 +162,9 @@ def test_websocket_dotted_set_runs_a_workload(client: TestClient) -> None:
     ("over", "field", "words"),
     [
         ({"workload.num_requests": 3000, "workload.output_len": 1000, "workload.max_concurrency": 10},
-         "workload.num_requests", "engine steps"),
-        ({"workload.num_requests": 1, "workload.output_len": 5000}, "workload.output_len", "engine steps"),
-        ({"workload.trace": "/etc/passwd"}, "workload.trace", "CLI only"),
+         "set.workload.num_requests", "engine steps"),
+        ({"workload.num_requests": 1, "workload.output_len": 5000}, "set.workload.output_len", "engine steps"),
+        ({"workload.trace": "/etc/passwd"}, "set.workload.trace", "opens no file a client names"),
         ({"workload.max_concurency": 3}, "set.workload.max_concurency", "unknown field"),
         ({"scheduler.max_num_seqs": 0}, "set.scheduler.max_num_seqs", "greater than or equal to 1"),
     ],
@@ -180,6 +172,6 @@ def test_websocket_dotted_set_runs_a_workload(client: TestClient) -> None:
 def test_websocket_workloads_are_bounded_naming_the_field(
     client: TestClient, over: dict[str, Any], field: str, words: str
 ) -> None:
-    err = _answer(client, {"type": "load", "scenario": "decode-pulses", "set": over})
+    err = answer_then_probe(client, {"type": "load", "scenario": "decode-pulses", "set": over})
     assert err["type"] == "error" and words in err["message"], err
     assert err["field"] == field

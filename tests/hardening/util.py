@@ -50,7 +50,8 @@ class ServerProcess:
     def start(self, timeout_s: float = 30.0) -> None:
         cmd = [sys.executable, "-m", "layerscope", "serve", "--port", str(self.port), *self.args]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log)
+            env = {k: v for k, v in os.environ.items() if k != "LAYERSCOPE_ALLOWED_HOSTS"}  # the real Host check
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, env=env)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"server exited: {self.log.read_text()[-2000:]}"
@@ -277,3 +278,31 @@ def wait(page: Any, expr: str, timeout_s: float = 20.0) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {expr}")
+
+
+# -- in-process helpers (TestClient) --------------------------------------------------------------------------------
+def wait_for(cond: Any, timeout_s: float = 10.0) -> bool:
+    """Poll `cond()` until it is true (the server finishes a close or a cancel shortly after the client's move)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def ws_answer(client: Any, cmd: Msg) -> Msg:
+    """The first message answering `cmd` on a fresh websocket of a TestClient."""
+    with client.websocket_connect("/ws") as ws:
+        ws.send_json(cmd)
+        return ws.receive_json()
+
+
+def answer_then_probe(client: Any, cmd: Msg) -> Msg:
+    """The first answer to `cmd`; then the same connection loads the short preset (it stays usable)."""
+    with client.websocket_connect("/ws") as ws:
+        ws.send_json(cmd)
+        first = ws.receive_json()
+        ws.send_json({"type": "load", "scenario": SHORT})
+        assert ws.receive_json()["type"] == "loaded"
+    return first

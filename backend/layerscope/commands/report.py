@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from layerscope.atomic import write_text_atomic
 from layerscope.commands.run import add_scenario_arguments, load_spec
 
 HELP = "run a scenario and write one self-contained HTML report (figures, claims, tour)"
@@ -23,6 +24,6 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.output or Path(f"{spec.name}.html")
     if out.parent and not out.parent.is_dir():
         raise ValueError(f"-o {out}: folder {out.parent} does not exist")
-    out.write_text(build_report(simulate(spec)), encoding="utf-8")
+    write_text_atomic(out, build_report(simulate(spec)))
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TextIO
 
 from layerscope import scenario
+from layerscope.atomic import atomic_writer
 from layerscope.export.events import jsonl_lines
 
 HELP = "simulate a scenario (preset name or YAML path) and write its events, trace and summary"
@@ -105,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _output(path: Path) -> Iterator[TextIO]:
-    """The file at `path`, or stdout for '-' (left open)."""
+    """The file at `path` (written atomically: on an error the old file stays), or stdout for '-' (left open)."""
     if path == STDOUT:
         yield sys.stdout
     else:
-        with path.open("w") as f:
+        with atomic_writer(path) as f:
             yield f
 
 

@@ -34,6 +34,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="LayerScope's own log (refused origins, bad commands, dropped clients); default info",
     )
     p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (repeatable; default: the bound host, 127.0.0.1, localhost, "
+        "::1; others are refused, against DNS rebinding)",
+    )
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="HTTP and websocket connections at once, then 503 (uvicorn --limit-concurrency; default 512)")
+    p.add_argument("--header-timeout", type=float, default=None, metavar="SECONDS",
+                   help="seconds a connection may take to send a request's headers (default 10)")
+    p.add_argument("--timeout-graceful-shutdown", type=int, default=None, metavar="SECONDS",
+                   help="on SIGTERM, seconds open connections get before work is cancelled (default 3)")
+    p.add_argument(
         "--allow-origin",
         action="append",
         default=None,
@@ -49,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     from layerscope.protocol import MAX_REPLAY_BYTES
     from layerscope.server.app import create_app
+    from layerscope.server.security import header_deadline_protocol
     from layerscope.server.settings import Settings
     from layerscope.server.wsdeflate import deflate_protocol
 
@@ -61,18 +76,51 @@ def run(args: argparse.Namespace) -> int:
         allowed_origins=args.allow_origin,
         max_sessions=args.max_viewers,
         ws_compression=args.ws_compression,
+        allowed_hosts=args.allowed_host,
+        max_connections=args.max_connections,
+        header_timeout_s=args.header_timeout,
+        graceful_shutdown_s=args.timeout_graceful_shutdown,
     )
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("layerscope").setLevel(args.log_level.upper())
     print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)
     # Frames above MAX_REPLAY_BYTES (a recorded run to replay) are closed by uvicorn with 1009 before parsing.
+    # h11 (not httptools) bounds a request's head (h11_max_incomplete_event_size); the protocol adds its deadline.
+    app = create_app(settings, prewarm=args.prewarm)
     uvicorn.run(
-        create_app(settings, prewarm=args.prewarm),
+        app,
         host=settings.host,
         port=settings.port,
+        http=header_deadline_protocol(settings.header_timeout_s),
+        h11_max_incomplete_event_size=settings.max_header_bytes,
+        limit_concurrency=settings.max_connections,
+        timeout_graceful_shutdown=settings.graceful_shutdown_s,
         ws_max_size=MAX_REPLAY_BYTES + 64 * 1024,
         ws_per_message_deflate=settings.ws_compression,
         ws=deflate_protocol() if settings.ws_compression else "auto",
         log_level="warning",
     )
+    app.state.runs.close()  # (the lifespan did it already, unless startup failed)
+    _exit_if_work_lingers(EXIT_GRACE_S)
     return 0
+
+
+EXIT_GRACE_S = 2.0  # simulations stop within one check interval (runtime.budget.CHECK_EVERY steps): well under this
+
+
+def _exit_if_work_lingers(grace_s: float) -> None:
+    """Worker threads still running after the server stopped (a simulation between checks, an export) would keep
+    the interpreter alive at exit: wait `grace_s` for them, then leave without joining them."""
+    import os
+    import sys
+    import threading
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]:
+            return
+        time.sleep(0.05)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

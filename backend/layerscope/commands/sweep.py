@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from layerscope.atomic import write_text_atomic
 from layerscope.commands.run import add_scenario_arguments, load_spec
 from layerscope.scenario import ScenarioSpec
 
@@ -110,7 +111,7 @@ def write_html(result: dict[str, Any], path: Path) -> None:
     fig.update_layout(title=f"{result['scenario']}: output throughput per GPU vs median TPOT (simulated at full "
                       "size)", xaxis_title="median TPOT (ms, whole model)", yaxis_title="output tokens/s per GPU",
                       template="plotly_white")
-    path.write_text(fig.to_html(include_plotlyjs=True, full_html=True))
+    write_text_atomic(path, fig.to_html(include_plotlyjs=True, full_html=True))
 
 
 def _chunks(args: argparse.Namespace, spec: ScenarioSpec) -> int:

@@ -79,27 +79,33 @@ class SimResult:
     compare: SimResult | None = None
 
 
-def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None,
+Check = Callable[[int], None]  # called every few steps with the events made so far; raises to stop the run
+
+
+def simulate(spec: ScenarioSpec, progress: Callable[[float], None] | None = None, check: Check | None = None,
              summary_only: bool = False) -> SimResult:
-    """`summary_only`: a serving run (a workload) builds no events, only its summary (the same figures); the
+    """`check` (runtime.budget.RunBudget.check): the server's budget and cancel hook, over both runs' events.
+    `summary_only`: a serving run (a workload) builds no events, only its summary (the same figures); the
     result's events are then its one summary event. A one-request run keeps its events either way."""
     # every matmul here is small (scaled layer, router): threads cost more than they save; the run's events are
     # long-lived and cycle-free, so the cyclic collector's passes only cost time
     with single_threaded_blas(), paused_gc():
-        result = _run(spec, progress, summary_only)
+        result = _run(spec, progress, check, summary_only)
         if spec.compare is not None:
             other = spec.with_overrides({**spec.compare.set, "compare": None, "tour": []})
-            result.compare = _run(other, None, summary_only)
+            done = len(result.events)
+            result.compare = _run(other, None, None if check is None else lambda n: check(done + n), summary_only)
     return result
 
 
-def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None, summary_only: bool = False) -> SimResult:
+def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None, check: Check | None = None,
+         summary_only: bool = False) -> SimResult:
     """A workload goes through the serving engine; the one-request shorthand through the single-request loop."""
     if spec.workload is None:
-        return _Engine(spec, progress).run()
+        return _Engine(spec, progress, check).run()
     from layerscope.runtime.serving import ServingEngine
 
-    events, summary = ServingEngine(spec, progress, summary_only).run()
+    events, summary = ServingEngine(spec, progress, check, summary_only).run()
     plan, model = deployed(spec)
     topology = plan.topology(model, CostModel(gpu_preset(spec.gpu)))
     return SimResult(spec=spec, events=events, topology=topology, summary=summary)
@@ -137,9 +143,12 @@ class _Stats:
 
 
 class _Engine:
-    def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None) -> None:
+    def __init__(
+        self, spec: ScenarioSpec, progress: Callable[[float], None] | None, check: Check | None = None
+    ) -> None:
         self.spec = spec
         self.progress = progress
+        self.check = check
         self.gpu = gpu_preset(spec.gpu)
         self.cost_model = CostModel(self.gpu)
         # With a deployment the engine simulates one GPU of the group: its shard, its collectives, its KV pool.
@@ -212,6 +221,8 @@ class _Engine:
         self._work_done += 1
         if self.progress is not None and self._work_done % 16 == 0:
             self.progress(min(1.0, self._work_done / self._work_total))
+        if self.check is not None and self._work_done % 16 == 0:
+            self.check(len(self.events))
 
     # == setup ===================================================================================
     def _setup_pool(self) -> None:

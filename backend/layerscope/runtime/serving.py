@@ -89,10 +89,11 @@ class ServingStats:
 class ServingEngine:
     """`summary_only`: the run keeps no events (`layerscope bench`, `sweep`): it builds none, and the serving
     metrics are accumulated as its steps finish (ServingMetrics, the same replay the events feed), so its
-    summary is the full run's, figure for figure (tests/runtime/test_serving.py)."""
+    summary is the full run's, figure for figure (tests/runtime/test_serving.py). `check`: the server's budget
+    and cancel hook, called every few steps."""
 
     def __init__(self, spec: ScenarioSpec, progress: Callable[[float], None] | None = None,
-                 summary_only: bool = False) -> None:
+                 check: Callable[[int], None] | None = None, summary_only: bool = False) -> None:
         assert spec.workload is not None, "the serving engine runs a workload"
         for name in ("faults", "actions"):
             if getattr(spec, name):
@@ -102,6 +103,7 @@ class ServingEngine:
             raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
         self.spec = spec
         self.progress = progress
+        self.check = check  # the server's budget and cancel hook (runtime.engine.simulate)
         self.gpu = gpu_preset(spec.gpu)
         # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
         self.placement = scenario_placement(spec)
@@ -181,6 +183,8 @@ class ServingEngine:
             t = t_end
             if self.progress is not None and self.stats.num_steps % 16 == 0:
                 self.progress(min(1.0, (n - len(pending) - self.scheduler.num_unfinished()) / n))
+            if self.check is not None and self.stats.num_steps % 16 == 0:
+                self.check(len(self.events))
         self._snapshot(t, 0.0, final=True)
         self._emit(PhaseEvent(t_us=t, phase="idle", detail="done"))
         self.stats.prefix_hit_rate = self.cache.hit_rate

@@ -18,6 +18,8 @@ import csv
 import io
 import json
 import math
+import os
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +32,7 @@ from layerscope.scenario import MAX_REQUEST_TOKENS, MAX_REQUESTS, MAX_WORKLOAD_T
 MAX_TRACE_BYTES = 4 * 1024 * 1024  # a trace file is read whole: a few MB bounds the memory it takes
 CSV_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 JSONL_FIELDS = ("timestamp", "input_length", "output_length")
+MAX_TRACE_MS = 1e15  # ~31,700 years in ms: far past any trace, and small enough that ms / 1000 cannot overflow
 
 
 class TraceError(ValueError):
@@ -81,13 +84,7 @@ def _arrivals(rng: np.random.Generator, n: int, rate: float) -> list[float]:
 
 # -- traces ---------------------------------------------------------------------------------------------------------
 def load_trace(path: Path) -> list[TraceRow]:
-    try:
-        size = path.stat().st_size
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read the trace: {e.strerror}") from None
-    if size > MAX_TRACE_BYTES:
-        raise TraceError(f"{path}: {size} bytes; a trace may be at most {MAX_TRACE_BYTES} bytes")
-    text = path.read_text(encoding="utf-8", errors="replace")
+    text = read_trace_text(path)
     rows = parse_jsonl(text, str(path)) if path.suffix in (".jsonl", ".json") else parse_csv(text, str(path))
     if not rows:
         raise TraceError(f"{path}: the trace has no requests")
@@ -100,8 +97,33 @@ def load_trace(path: Path) -> list[TraceRow]:
     return [TraceRow(r.t_s - t0, r.input_len, r.output_len) for r in rows]
 
 
+def read_trace_text(path: Path, limit: int = MAX_TRACE_BYTES) -> str:
+    """A regular file's text, at most `limit` bytes: a FIFO, a device (/dev/zero) or a directory is refused before
+    anything is read (opened non-blocking, so a FIFO cannot block), and a file that grows past the limit while it
+    is read is refused after limit + 1 bytes. A UTF-8 byte-order mark is dropped."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read the trace: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceError(f"{path}: not a regular file; a trace is a CSV or JSONL file")
+        if st.st_size > limit:
+            raise TraceError(f"{path}: {st.st_size} bytes; a trace may be at most {limit} bytes")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read the trace: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise TraceError(f"{path}: over {limit} bytes; a trace may be at most {limit} bytes")
+    return data.decode("utf-8-sig", errors="replace")
+
+
 def parse_csv(text: str, source: str = "trace") -> list[TraceRow]:
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")))  # a spreadsheet's UTF-8 byte-order mark
     header = next(reader, None)
     if header is None or tuple(h.strip() for h in header[:3]) != CSV_COLUMNS:
         raise TraceError(f"{source}: line 1: expected the header {','.join(CSV_COLUMNS)}")
@@ -127,14 +149,18 @@ def parse_jsonl(text: str, source: str = "trace") -> list[TraceRow]:
             obj = json.loads(raw)
         except json.JSONDecodeError as e:
             raise TraceError(f"{source}: line {line}: not JSON: {e.msg}") from None
+        except (ValueError, RecursionError):  # an integer over Python's 4300-digit limit; nesting too deep
+            raise TraceError(f"{source}: line {line}: not JSON this reader takes (a number too long or nested too "
+                             "deeply)") from None
         if not isinstance(obj, dict):
             raise TraceError(f"{source}: line {line}: expected an object with {', '.join(JSONL_FIELDS)}")
         missing = [f for f in JSONL_FIELDS if f not in obj]
         if missing:
             raise TraceError(f"{source}: line {line}, column {missing[0]!r}: missing")
         t = obj["timestamp"]
-        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
-            raise TraceError(f"{source}: line {line}, column 'timestamp': expected milliseconds >= 0, got {t!r}")
+        if isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t <= MAX_TRACE_MS:  # nan fails too
+            raise TraceError(f"{source}: line {line}, column 'timestamp': expected milliseconds in "
+                             f"[0, {MAX_TRACE_MS:g}], got {_shown(t)}")
         n_in = _count(obj["input_length"], source, line, "input_length", low=1)
         n_out = _count(obj["output_length"], source, line, "output_length", low=1)
         rows.append(_ordered(rows, TraceRow(t / 1000.0, n_in, n_out), source, line, "timestamp"))
@@ -144,14 +170,24 @@ def parse_jsonl(text: str, source: str = "trace") -> list[TraceRow]:
 def _time(cell: str, source: str, line: int) -> float:
     s = cell.strip()
     try:
-        return float(s)
+        t = float(s)
     except ValueError:
         pass
+    else:
+        if not abs(t) <= MAX_TRACE_MS / 1000.0:  # nan too: the engine loop would wait for it forever
+            raise TraceError(f"{source}: line {line}, column 'TIMESTAMP': expected a finite time within "
+                             f"{MAX_TRACE_MS / 1000.0:g} s, got {_shown(s)}")
+        return t
     try:
         when = datetime.fromisoformat(s)
         return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()  # naive: UTC, never local time
-    except ValueError:
+    except (ValueError, OverflowError, OSError):
         raise TraceError(f"{source}: line {line}, column 'TIMESTAMP': not a date-time or seconds: {s!r}") from None
+
+
+def _shown(v: object, most: int = 40) -> str:
+    text = repr(v) if not isinstance(v, int) or abs(v) < 10**most else f"an integer of {len(str(abs(v)))} digits"
+    return text if len(text) <= most else text[:most] + "..."
 
 
 def _count(v: object, source: str, line: int, column: str, low: int) -> int:
@@ -161,7 +197,7 @@ def _count(v: object, source: str, line: int, column: str, low: int) -> int:
         n = None
     if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= MAX_REQUEST_TOKENS:
         raise TraceError(f"{source}: line {line}, column {column!r}: expected an integer in "
-                         f"[{low}, {MAX_REQUEST_TOKENS}], got {v!r}")
+                         f"[{low}, {MAX_REQUEST_TOKENS}], got {_shown(v)}")
     return n
 
 

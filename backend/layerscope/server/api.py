@@ -11,12 +11,12 @@ from fastapi import APIRouter, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from layerscope import scenario as scn
 from layerscope.protocol import MAX_MESSAGE_BYTES, ExportRequest
 from layerscope.schemas import all_schemas
-from layerscope.server.load import CommandError, SimulationFailed, load_run
+from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run
+from layerscope.server.runs import Busy
 
 router = APIRouter()
 NamePath = Annotated[str, Path(pattern=scn.NAME_RE.pattern, description="preset name (see /api/scenarios)")]
@@ -101,13 +101,19 @@ async def _export(request: Request, body: ExportRequest, what: str) -> Response:
         raise HTTPException(413, f"body of {size} bytes is over the {MAX_MESSAGE_BYTES}-byte limit without 'events'")
     try:
         run = await load_run(request.app.state.runs, request.app.state.settings, body)
+        export, media_type, suffix = EXPORTS[what]
+        key = (run.spec.model_dump_json(), what) if body.events is None else None  # replays are not cached
+        try:
+            text = await request.app.state.exports.get(key, lambda: export(run.result))
+        except Busy as e:
+            raise ServerBusy(str(e), e.retry_after_s) from None
+    except ServerBusy as e:
+        raise HTTPException(503, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
     except SimulationFailed as e:
         raise HTTPException(500, str(e)) from None
     except CommandError as e:
         loc = ["body", *(e.field.split(".") if e.field else [])]
         raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": str(e), "input": None}]) from None
-    export, media_type, suffix = EXPORTS[what]
-    text = await run_in_threadpool(export, run.result)
     disposition = f'attachment; filename="{export_name(run.spec)}.{suffix}"'
     return Response(text, media_type=media_type, headers={"Content-Disposition": disposition})
 
@@ -181,5 +187,8 @@ async def debug_sessions(request: Request) -> dict[str, int]:
         "max_queue": max((len(q) for q in queues), default=0),
         "dropped_snapshots": sum(q.dropped_snapshots for q in queues),
         "simulations": runs.simulations,
+        "cancelled_simulations": runs.cancelled,
         "cached_runs": len(runs),
+        "memory_events": runs.memory_events,
+        "exports_built": request.app.state.exports.built,
     }

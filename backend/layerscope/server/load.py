@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any
 
 from pydantic import BaseModel
@@ -18,7 +19,8 @@ from pydantic import BaseModel
 from layerscope import scenario as scn
 from layerscope.events import ChunkEvent, RunEvent, SummaryEvent
 from layerscope.protocol import RunRequest
-from layerscope.server.runs import PreparedRun, ReplayError, RunCache, parse_recording, replay_run
+from layerscope.runtime.budget import BudgetExceeded, Cancelled, estimate_work
+from layerscope.server.runs import Busy, PreparedRun, ReplayError, RunCache, parse_recording, replay_run
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -28,7 +30,7 @@ MAX_DIFFS_SHOWN = 4
 
 class CommandError(ValueError):
     def __init__(self, message: str, field: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(scrub(message))
         self.field = field
 
 
@@ -36,11 +38,32 @@ class SimulationFailed(CommandError):
     """The engine raised on a spec the schema accepts: a bug on the server's side, not the client's."""
 
 
+class ServerBusy(CommandError):
+    """The server cannot take the run now (runs.Busy): the websocket says so, HTTP answers 503 with Retry-After."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+# Anything that looks like a server-side path (/home/..., C:\...) in a message sent to a client becomes <path>.
+_PATH_RE = re.compile(r"(?:(?<=[\s'\"(=:])|^)(?:/|[A-Za-z]:\\)[^\s'\",)]+")
+
+
+def scrub(message: str) -> str:
+    """A message fit for a client: no server path, no lone surrogate (which no JSON encoder writes)."""
+    return _PATH_RE.sub("<path>", message).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 async def load_run(runs: RunCache, settings: Settings, req: RunRequest) -> PreparedRun:
     if req.events is None:
         spec = requested_spec(req)
+        refuse_client_traces(req, spec)
         check_work(spec, req, settings.max_sim_work)
-        return await _guarded(spec, runs.get(spec))
+        preset = req.scenario is not None and not req.set
+        run = await _guarded(spec, runs.get(spec, preset=preset))
+        check_loaded_size(run, settings.max_loaded_bytes)
+        return run
     try:
         recorded = await asyncio.to_thread(parse_recording, req.events)
     except ReplayError as e:
@@ -48,7 +71,18 @@ async def load_run(runs: RunCache, settings: Settings, req: RunRequest) -> Prepa
     header = recorded[0] if recorded and isinstance(recorded[0], RunEvent) else None
     events = recorded[1:] if header is not None else recorded
     spec = replay_spec(req, header, events)
-    return await _guarded(spec, asyncio.to_thread(replay_run, spec, events))
+    run = await _guarded(spec, asyncio.to_thread(replay_run, spec, events))
+    check_loaded_size(run, settings.max_loaded_bytes)
+    return run
+
+
+def check_loaded_size(run: PreparedRun, limit: int) -> None:
+    size = len(run.loaded.text)
+    if size > limit:
+        raise CommandError(
+            f"this run's first screen (`loaded`) would be {size / 2**20:.1f} MiB; this server sends at most "
+            f"{limit / 2**20:.1f} MiB (fewer or shorter requests)"
+        )
 
 
 async def _guarded(spec: scn.ScenarioSpec, work: Any) -> PreparedRun:
@@ -56,11 +90,21 @@ async def _guarded(spec: scn.ScenarioSpec, work: Any) -> PreparedRun:
         return await work
     except CommandError:
         raise
+    except Busy as e:
+        raise ServerBusy(str(e), e.retry_after_s) from None
+    except Cancelled:
+        raise CommandError("the run was cancelled (the server is shutting down, or nobody waits for it)") from None
+    except BudgetExceeded as e:
+        raise CommandError(str(e)) from None
     except ValueError as e:  # the engine refuses a combination the schema allows
-        raise CommandError(f"cannot simulate this scenario: {e}") from None
-    except Exception as e:  # never let a simulator bug take the connection down
+        raise CommandError(f"cannot simulate this scenario: {e}", _named_field(str(e))) from None
+    except Exception as e:  # never let a simulator bug take the connection down; its text stays in the log
         log.exception("simulation failed for %s", spec.name)
-        raise SimulationFailed(f"simulation failed: {type(e).__name__}: {e}") from None
+        raise SimulationFailed(f"simulation failed: internal error ({type(e).__name__}), in the server's log") from None
+
+
+def _named_field(message: str) -> str | None:
+    return message.split("field '", 1)[1].split("'", 1)[0] if message.startswith("field '") else None
 
 
 def requested_spec(req: RunRequest) -> scn.ScenarioSpec:
@@ -77,44 +121,64 @@ def requested_spec(req: RunRequest) -> scn.ScenarioSpec:
         raise CommandError(str(e), _field_of(str(e), req)) from None
 
 
-def check_work(spec: scn.ScenarioSpec, req: RunRequest, limit: int) -> None:
-    """Refuse runs bigger than the server allows before spending CPU on them."""
-    if spec.workload is not None:
-        _check_workload(spec, limit)
+def spec_traces(spec: scn.ScenarioSpec) -> set[str]:
+    """The trace files a spec would read: its workload's, and its compare run's."""
+    traces = {spec.workload.trace} if spec.workload is not None and spec.workload.trace is not None else set()
+    if spec.compare is not None:
+        nested = spec.compare.set.get("workload")
+        inner = nested.get("trace") if isinstance(nested, dict) else None
+        traces |= {str(v) for v in (spec.compare.set.get("workload.trace"), inner) if v is not None}
+    return traces
+
+
+def refuse_client_traces(req: RunRequest, spec: scn.ScenarioSpec) -> None:
+    """The server opens no file a client names: a trace reaches a run only from a shipped preset, as it ships."""
+    traces = spec_traces(spec)
+    if not traces:
         return
-    chunks = -(-spec.prompt_len // min(spec.chunk_size, spec.low_mem_chunk_size))
-    work = (chunks + spec.decode_steps) * (2 if spec.compare else 1)
-    if work > limit:
-        name = "prompt_len" if chunks > spec.decode_steps else "decode_steps"
-        where = "set" if name in req.set else ("spec" if req.spec is not None else "scenario")
-        raise CommandError(
-            f"field '{name}': this run needs {work} chunks + decode steps{' (x2 for compare)' * bool(spec.compare)}"
-            f"; this server simulates at most {limit} per run (raise chunk_size or shorten the run)",
-            f"{where}.{name}" if where != "scenario" else where,
-        )
+    shipped = spec_traces(scn.load_preset(req.scenario)) if req.scenario is not None else set()
+    if traces <= shipped:
+        return
+    field = _trace_field(req)
+    raise CommandError(
+        f"field '{field}': this server opens no file a client names; use a preset's own trace, or a synthetic "
+        "workload (num_requests, input_len, output_len, request_rate); trace files are for the CLI "
+        "(`layerscope run --set workload.trace=FILE`)",
+        field,
+    )
 
 
-def _check_workload(spec: scn.ScenarioSpec, limit: int) -> None:
-    """A workload's work: the engine steps it needs at least (prompt tokens over the step budget, plus the
-    decode steps of each wave of concurrent requests), with every length at its range's top."""
-    w = spec.workload
-    assert w is not None
-    if w.trace is not None:
-        raise CommandError("field 'workload.trace': trace files are read by the CLI only", "workload.trace")
-    r = w.range_ratio
-    prompt = w.num_requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
-    budget = spec.scheduler.max_num_batched_tokens if spec.runtime == "vllm" else spec.chunk_size
-    concurrent = min(w.num_requests, spec.scheduler.max_num_seqs, w.max_concurrency or w.num_requests)
-    waves = -(-w.num_requests // concurrent)
-    work = (-(-prompt // budget) + waves * int(w.output_len * (1 + r))) * (2 if spec.compare else 1)
-    if work > limit:
-        name = "workload.num_requests" if waves > 1 else "workload.output_len"
-        raise CommandError(
-            f"field '{name}': this workload needs about {work} engine steps"
-            f"{' (x2 for compare)' * bool(spec.compare)}; this server simulates at most {limit} per run "
-            "(fewer or shorter requests, or more of them at once)",
-            name,
-        )
+def _trace_field(req: RunRequest) -> str:
+    """Where the request named a trace: set.workload.trace, spec.compare.set.workload.trace, ..."""
+    for where, data in (("set", req.set), ("spec", req.spec or {})):
+        if _names_trace(data):
+            return f"{where}.workload.trace"
+        compare = data.get("compare")
+        inner = compare.get("set") if isinstance(compare, dict) else None
+        if isinstance(inner, dict) and _names_trace(inner):
+            return f"{where}.compare.set.workload.trace"
+    return "workload.trace"
+
+
+def _names_trace(fields: dict[str, Any]) -> bool:
+    nested = fields.get("workload")
+    return "workload.trace" in fields or (isinstance(nested, dict) and "trace" in nested)
+
+
+def check_work(spec: scn.ScenarioSpec, req: RunRequest, limit: int) -> None:
+    """Refuse runs bigger than the server allows before spending CPU on them (runtime.budget.estimate_work)."""
+    work = estimate_work(spec)
+    if work.units <= limit:
+        return
+    name = work.field
+    where = "set" if name in req.set else ("spec" if req.spec is not None else None)
+    compare = " (its compare run included)" if spec.compare else ""
+    raise CommandError(
+        f"field '{name}': this run needs about {work.units} engine steps, weighted by batch width and numerics"
+        f"{compare}; this server simulates at most {limit} per run (fewer or shorter requests, more of them "
+        "at once in a larger KV pool, a larger chunk_size, numerics off)",
+        f"{where}.{name}" if where else name,
+    )
 
 
 # -- replays: the recorded run and no other --------------------------------------------------------------------

@@ -72,7 +72,7 @@ async def prewarm(runs: RunCache, default: str | None, max_work: int) -> int:
         try:
             spec = scn.load_preset(name)
             check_work(spec, RunRequest(scenario=name), max_work)
-            await runs.get(spec)
+            await runs.get(spec, preset=True)  # a preset as shipped: its own slot, kept in the cache
             warmed += 1
         except asyncio.CancelledError:
             raise

@@ -8,10 +8,14 @@ cost one simulation and one json.dumps per event (frames are built by joining th
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
 import gc
+import inspect
 import json
 import logging
 import math
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,11 +26,13 @@ from pydantic import BaseModel
 
 from layerscope.events import MERGEABLE_KINDS, Topology
 from layerscope.protocol import StreamedKernel
+from layerscope.runtime.budget import Cancelled, RunBudget
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.overview import overview
 
 log = logging.getLogger("layerscope.server")
 MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `loaded`
+TRIM_DELAY_S = 1.0  # after a viewer leaves, before its run's memory is collected: its session is gone by then
 
 
 class SimResultLike(Protocol):
@@ -39,13 +45,13 @@ class SimResultLike(Protocol):
     compare: Any
 
 
-Simulate = Callable[[ScenarioSpec], SimResultLike]
+Simulate = Callable[..., SimResultLike]  # (spec) or (spec, check=...): see RunCache
 
 
-def default_simulate(spec: ScenarioSpec) -> SimResultLike:
+def default_simulate(spec: ScenarioSpec, check: Callable[[int], None] | None = None) -> SimResultLike:
     from layerscope.runtime.engine import simulate  # imported late: the engine is heavy and optional for tests
 
-    return simulate(spec)
+    return simulate(spec, check=check)
 
 
 def _finite(v: Any) -> Any:
@@ -296,59 +302,281 @@ def settle_heap(collect: bool) -> None:
     gc.freeze()
 
 
+class Busy(Exception):
+    """The server cannot take this run now (simulation queue full, memory held by viewers): retry later."""
+
+    def __init__(self, message: str, retry_after_s: int = 5) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass
+class _Pending:
+    """A simulation under way: its result, its budget (cancelled when nobody waits any more), who waits for it."""
+
+    future: asyncio.Future[PreparedRun]
+    budget: RunBudget
+    task: asyncio.Task[None] | None = None
+    waiters: int = 0
+    queued: bool = True  # waiting for a slot (counted in RunCache._queued)
+    started: bool = False
+
+
+def release_freed_memory() -> None:
+    """Give the heap pages free()d runs leave behind back to the OS (glibc keeps them; a dropped 150k-event run
+    left ~180 MB of RSS without this, measured), so an idle server's RSS falls back."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+class ExportCache:
+    """Exports (report, trace, events) of cached runs, LRU, bounded in bytes, and how many are built at once
+    (`slots`, with at most `max_queue` waiting: then Busy). A report of a 150k-event run costs seconds of CPU
+    and tens of MB: built once, downloaded many times."""
+
+    def __init__(self, max_bytes: int, slots: int, max_queue: int) -> None:
+        self._items: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._bytes, self._max_bytes = 0, max_bytes
+        self._slots_n, self._max_queue = slots, max_queue
+        self._slots: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiting = 0
+        self.built = 0  # exports actually built (tests)
+
+    async def get(self, key: tuple[str, str] | None, build: Callable[[], str]) -> str:
+        """The export under `key` (None: not cacheable, e.g. a replay), built in a worker thread if missing."""
+        if key is not None and key in self._items:
+            self._items.move_to_end(key)
+            return self._items[key]
+        loop = asyncio.get_running_loop()
+        if self._slots is None or self._loop is not loop:
+            self._slots, self._loop = asyncio.Semaphore(self._slots_n), loop
+        if self._slots.locked() and self._waiting >= self._max_queue:
+            raise Busy(f"server busy: {self._slots_n} exports building and {self._waiting} waiting; retry shortly")
+        self._waiting += 1
+        try:
+            await self._slots.acquire()
+        finally:
+            self._waiting -= 1
+        try:
+            if key is not None and key in self._items:  # built by the request before this one
+                return self._items[key]
+            self.built += 1
+            text = await asyncio.to_thread(build)
+        finally:
+            self._slots.release()
+        if key is not None and len(text) <= self._max_bytes:
+            self._items[key] = text
+            self._bytes += len(text)
+            while self._bytes > self._max_bytes:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= len(old)
+        return text
+
+
 class RunCache:
-    """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation."""
+    """Bounded LRU of prepared runs keyed by the spec's canonical JSON; concurrent loads share one simulation.
+
+    Bounds: `max_concurrent` simulations at once (plus one slot of their own for presets as shipped, so a viewer
+    opening a preset never waits behind custom runs), at most `max_queue` waiting for a slot (then Busy), each
+    stopped past `max_run_events` events or `max_cpu_s` CPU seconds (runtime.budget), and at most
+    `max_memory_events` events held by the cache, the viewers and the simulations under way together (Busy when a
+    new run cannot fit). A simulation nobody waits for any more is cancelled. Viewers `hold` the run they show: a
+    custom run no viewer holds leaves the cache (presets stay, within `max_runs` and `max_events`)."""
 
     def __init__(
-        self, simulate: Simulate, max_runs: int = 8, max_concurrent: int = 2, max_events: int = 500_000
+        self,
+        simulate: Simulate,
+        max_runs: int = 8,
+        max_concurrent: int = 2,
+        max_events: int = 500_000,
+        *,
+        max_queue: int = 8,
+        max_run_events: int | None = None,
+        max_cpu_s: float = math.inf,
+        max_memory_events: int | None = None,
     ) -> None:
         self._simulate = simulate
         self._max = max_runs
         self._max_events = max_events  # runs hold their events as dicts: bound memory by events, not only runs
+        self._max_queue, self._max_cpu_s = max_queue, max_cpu_s
+        self._max_run_events = max_run_events or 10**12
+        self._max_memory_events = max_memory_events or 10**12
         self._runs: OrderedDict[str, PreparedRun] = OrderedDict()
-        self._pending: dict[str, asyncio.Future[PreparedRun]] = {}
+        self._presets: set[str] = set()  # keys of runs of presets as shipped: kept when nobody watches
+        self._held: dict[str, tuple[PreparedRun, int]] = {}  # runs viewers show, with how many viewers
+        self._pending: dict[str, _Pending] = {}
         self._max_concurrent = max_concurrent
         self._slots: asyncio.Semaphore | None = None
+        self._preset_slot: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._queued = 0
+        self._running = 0
+        self._closing = False
+        self._trim: asyncio.TimerHandle | None = None
+        self._preset_running = threading.Event()  # custom runs yield to it (RunBudget.yield_to)
+        self._presets_simulating = 0
         self.simulations = 0  # how many times the engine actually ran (for tests and /api/debug)
+        self.cancelled = 0  # simulations stopped because nobody waited for them any more
 
     def __len__(self) -> int:
         return len(self._runs)
 
-    def _bind(self) -> asyncio.Semaphore:
+    def _bind(self) -> None:
         loop = asyncio.get_running_loop()
         if self._slots is None or self._loop is not loop:  # a test client may run each request on a new loop
-            self._loop, self._slots, self._pending = loop, asyncio.Semaphore(self._max_concurrent), {}
-        return self._slots
+            self._loop, self._pending = loop, {}
+            self._slots, self._preset_slot = asyncio.Semaphore(self._max_concurrent), asyncio.Semaphore(1)
 
-    async def get(self, spec: ScenarioSpec) -> PreparedRun:
-        slots = self._bind()
+    async def get(self, spec: ScenarioSpec, preset: bool = False) -> PreparedRun:
+        """The prepared run of `spec`; `preset`: it is a preset as shipped (its own slot, kept in the cache)."""
+        self._bind()
         key = spec.model_dump_json()
         if key in self._runs:
             self._runs.move_to_end(key)
             return self._runs[key]
-        if key in self._pending:
-            return await asyncio.shield(self._pending[key])
-        fut: asyncio.Future[PreparedRun] = asyncio.get_running_loop().create_future()
-        self._pending[key] = fut
+        if key in self._held:
+            return self._held[key][0]
+        pending = self._pending.get(key) or self._start(key, spec, preset)
+        pending.waiters += 1
         try:
-            async with slots:
-                self.simulations += 1
-                run = await asyncio.to_thread(lambda: prepare(self._simulate(spec)))
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # mark retrieved: waiters re-raise it, nobody else needs to
-            raise
+            return await asyncio.shield(pending.future)
         finally:
-            del self._pending[key]
-        fut.set_result(run)
+            pending.waiters -= 1
+            if pending.waiters == 0 and not pending.future.done():  # the last client waiting for it left
+                self._cancel(pending)
+
+    def _start(self, key: str, spec: ScenarioSpec, preset: bool) -> _Pending:
+        if self._closing:
+            raise Busy("the server is shutting down")
+        slots = self._preset_slot if preset else self._slots
+        assert slots is not None
+        if slots.locked() and self._queued >= self._max_queue:
+            raise Busy(f"server busy: {len(self._pending)} runs simulating or waiting to; retry in a few seconds")
+        self._queued += 1  # until it holds a slot
+        budget = RunBudget(self._max_run_events, self._max_cpu_s, yield_to=None if preset else self._preset_running)
+        pending = _Pending(asyncio.get_running_loop().create_future(), budget)
+        pending.future.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: waiters re-raise it
+        self._pending[key] = pending
+        pending.task = asyncio.create_task(self._run(key, spec, preset, pending))
+        pending.task.add_done_callback(lambda task: self._finished(key, pending, task))
+        return pending
+
+    def _cancel(self, pending: _Pending) -> None:
+        pending.budget.cancel()  # a running simulation stops at its next check (runtime.budget.CHECK_EVERY steps)
+        if not pending.started and pending.task is not None:
+            pending.task.cancel()  # still queued for a slot: never starts
+
+    async def _run(self, key: str, spec: ScenarioSpec, preset: bool, pending: _Pending) -> None:
+        slots = self._preset_slot if preset else self._slots
+        assert slots is not None
+        async with slots:
+            self._queued -= 1
+            pending.queued = False
+            if not preset:  # presets are few and small: a viewer opening one is never refused for memory
+                self._make_room(self._running + 1)
+            pending.started = True
+            self.simulations += 1
+            self._running += 1
+            self._presets_simulating += preset
+            if preset:
+                self._preset_running.set()
+            try:
+                run = await asyncio.to_thread(self._simulate_and_prepare, spec, pending.budget)
+            finally:
+                self._running -= 1
+                self._presets_simulating -= preset
+                if not self._presets_simulating:
+                    self._preset_running.clear()
         self._runs[key] = run
-        evicted = False
-        while len(self._runs) > 1 and (len(self._runs) > self._max or self.num_events > self._max_events):
-            self._runs.popitem(last=False)  # the newest run always stays, however large
-            evicted = True
+        if preset:
+            self._presets.add(key)
+        evicted = self._evict(keep=key)
         settle_heap(collect=evicted)
-        return run
+        pending.future.set_result(run)
+
+    def _finished(self, key: str, pending: _Pending, task: asyncio.Task[None]) -> None:
+        """However the task ended (even cancelled before it ran): the bookkeeping, and an answer for the waiters."""
+        if pending.queued:
+            self._queued -= 1
+            pending.queued = False
+        if self._pending.get(key) is pending:
+            del self._pending[key]
+        error = Cancelled("the run was cancelled") if task.cancelled() else task.exception()
+        if isinstance(error, Cancelled):
+            self.cancelled += 1
+        if error is not None and not pending.future.done():
+            pending.future.set_exception(error if isinstance(error, Exception) else Cancelled("the run was cancelled"))
+
+    def _simulate_and_prepare(self, spec: ScenarioSpec, budget: RunBudget) -> PreparedRun:
+        budget.start()
+        takes_check = "check" in inspect.signature(self._simulate).parameters  # test fakes take the spec alone
+        result = self._simulate(spec, check=budget.check) if takes_check else self._simulate(spec)
+        budget.check(len(result.events))  # a run shorter than one check interval is still bounded
+        return prepare(result)
+
+    def _evict(self, keep: str) -> bool:
+        evicted = False
+        for key in list(self._runs):
+            over = len(self._runs) > self._max or self.num_events > self._max_events
+            if not over:
+                break
+            if key != keep:  # the newest run always stays, however large
+                self._runs.pop(key)
+                self._presets.discard(key)
+                evicted = True
+        return evicted
+
+    def _make_room(self, simulations: int) -> None:
+        """Room for `simulations` runs of up to max_run_events each beside what is held: drop cached runs nobody
+        watches (oldest first), else refuse."""
+        if self._max_memory_events >= 10**12:  # unbounded
+            return
+        need = simulations * min(self._max_run_events, self._max_memory_events)
+        for key in list(self._runs):
+            if self.memory_events + need <= self._max_memory_events:
+                break
+            if key not in self._held:
+                self._runs.pop(key)
+                self._presets.discard(key)
+        if self.memory_events + need > self._max_memory_events:
+            raise Busy(
+                f"server busy: viewers hold {self.memory_events} events of runs and {simulations - 1} more runs are "
+                f"simulating (at most {self._max_memory_events} events at once); retry when a viewer leaves",
+                retry_after_s=10,
+            )
+
+    # -- what viewers hold ---------------------------------------------------------------------------------
+    def hold(self, run: PreparedRun) -> None:
+        key = run.spec.model_dump_json()
+        self._held[key] = (run, self._held.get(key, (run, 0))[1] + 1)
+
+    def release(self, run: PreparedRun) -> None:
+        """A viewer stopped showing `run`: a custom run nobody shows any more leaves the cache, and its memory
+        goes back to the OS."""
+        key = run.spec.model_dump_json()
+        held, count = self._held.get(key, (run, 0))
+        if count > 1:
+            self._held[key] = (held, count - 1)
+            return
+        self._held.pop(key, None)
+        if key in self._runs and key not in self._presets:
+            self._runs.pop(key)
+        self._schedule_trim()
+
+    def _schedule_trim(self) -> None:
+        """Once the leaving viewer's session is gone too (it still holds the run now): collect what the run left
+        (unfreezing first: settle_heap froze it, and a frozen cycle is never collected) and hand the freed heap back
+        to the OS. Coalesced: one pass however many viewers leave at once."""
+        if self._trim is not None or self._loop is None:
+            return
+
+        def trim() -> None:
+            self._trim = None
+            settle_heap(collect=True)
+            release_freed_memory()
+
+        self._trim = self._loop.call_later(TRIM_DELAY_S, trim)
 
     def hold_at_least(self, runs: int) -> None:
         """Keep at least this many runs (server/prewarm.py sizes the cache to the preset library)."""
@@ -363,10 +591,14 @@ class RunCache:
     def num_events(self) -> int:
         return sum(len(r.events) for r in self._runs.values())
 
-    def get_sync(self, spec: ScenarioSpec) -> PreparedRun:
-        """For plain (threaded) REST handlers: simulate without touching the async bookkeeping."""
-        key = spec.model_dump_json()
-        if key in self._runs:
-            return self._runs[key]
-        self.simulations += 1
-        return prepare(self._simulate(spec))
+    @property
+    def memory_events(self) -> int:
+        """Events of every run alive: cached or shown (once each)."""
+        alive = {**{k: r for k, (r, _) in self._held.items()}, **self._runs}
+        return sum(r.num_events or len(r.events) for r in alive.values())
+
+    def close(self) -> None:
+        """Shutting down: cancel every simulation (each stops within a check interval) and take no new one."""
+        self._closing = True
+        for pending in list(self._pending.values()):
+            self._cancel(pending)

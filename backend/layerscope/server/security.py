@@ -1,14 +1,19 @@
 """Security headers on every HTTP response: a strict CSP (no unsafe-eval) for the dashboard, a looser one for /docs;
-a bound on request bodies."""
+a bound on request bodies; the Host and Origin checks (DNS rebinding, cross-site requests)."""
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import re
+from urllib.parse import urlsplit
 
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from layerscope.server.settings import Settings
 
 # Plotly injects <style> elements and sets inline styles, hence 'unsafe-inline' for styles only.
 PAGE_CSP = (
@@ -80,3 +85,135 @@ class BodyLimit:
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         text = f"request body over the {self.max_bytes}-byte limit"
         await JSONResponse({"detail": text}, status_code=413)(scope, receive, send)
+
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+WILDCARD_BINDS = frozenset({"0.0.0.0", "::", ""})
+
+
+def host_name(host: str) -> str:
+    """`example.org:8000` -> `example.org`, `[::1]:8000` -> `::1`, lower-case."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _is_ip(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def host_allowed(host: str | None, bound: str, allowed: list[str]) -> bool:
+    """The Host a request names must be one the server is reached by: the bound host, loopback, or a listed name.
+    A server bound to every interface also answers any IP address (a rebinding attack needs a name); a name it
+    is reached by must be listed (--allowed-host)."""
+    if host is None:
+        return False
+    name = host_name(host)
+    if "*" in allowed or name in LOOPBACK_HOSTS or name == host_name(bound):
+        return True
+    if name in (host_name(a) for a in allowed):
+        return True
+    return bound in WILDCARD_BINDS and _is_ip(name)
+
+
+def origin_allowed(origin: str | None, host: str | None, allowed: list[str]) -> bool:
+    """No Origin (a non-browser client) or the page's own host: allowed; anything else must be listed."""
+    if origin is None:
+        return True
+    if origin in allowed or "*" in allowed:
+        return True
+    return bool(host) and urlsplit(origin).netloc.lower() == host.lower()
+
+
+CROSS_SITE = frozenset({"cross-site", "same-site"})  # Sec-Fetch-Site values of a request another site made
+
+
+class RequestGuard:
+    """Refuse, before any route runs: a Host the server is not reached by (403; a websocket is closed before it
+    opens), a POST from a foreign Origin (403), and an export GET another site made (an <img> or <a> on any
+    page: 403 by Sec-Fetch-Site, Origin or Referer). `settings` is read per request (tests change it)."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, guarded_gets: tuple[str, ...] = ()) -> None:
+        self.app, self.settings, self.guarded_gets = app, settings, guarded_gets
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        reason = self._refusal(scope, headers)
+        if reason is None:
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008, "reason": reason})
+        else:
+            await JSONResponse({"detail": reason}, status_code=403)(scope, receive, send)
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> str | None:
+        s, host = self.settings, headers.get("host")
+        if not host_allowed(host, s.host, s.allowed_hosts):
+            return "host not allowed (start the server with --allowed-host NAME to serve it under that name)"
+        if scope["type"] != "http":
+            return None  # the websocket's own Origin check follows in its route
+        origin = headers.get("origin")
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            return None if origin_allowed(origin, host, s.allowed_origins) else "origin not allowed"
+        if scope["path"] in self.guarded_gets:
+            referer = urlsplit(headers.get("referer", ""))
+            came_from = f"{referer.scheme}://{referer.netloc}" if referer.netloc else None
+            foreign = headers.get("sec-fetch-site") in CROSS_SITE or not all(
+                origin_allowed(o, host, s.allowed_origins) for o in (origin, came_from)
+            )
+            if foreign:
+                return "exports are downloaded from the dashboard's own page (or POSTed), not from another site"
+        return None
+
+
+def header_deadline_protocol(timeout_s: float) -> type:
+    """uvicorn's h11 protocol with a deadline on each request's head: a connection that has not sent a whole
+    request line and headers `timeout_s` after it opened (or after its last response) is closed. uvicorn has no
+    such timer of its own (its keep-alive timer stops at the first byte), so slowloris sockets stayed open."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderDeadlineH11(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._deadline = self.loop.call_later(timeout_s, self._expire)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _expire(self) -> None:  # armed only while no request head is in: close
+            self._deadline = None
+            if not self.transport.is_closing():
+                self.transport.close()
+
+        def handle_events(self) -> None:
+            before = getattr(self, "scope", None)
+            super().handle_events()
+            if getattr(self, "scope", None) is not before:  # a whole request head arrived (or a websocket upgrade)
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request's head has its own deadline
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderDeadlineH11

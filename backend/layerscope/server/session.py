@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,7 @@ from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
 Message = dict[str, Any]
+MAX_DEFERRED = 16  # commands a viewer may send while its load is pending (they apply once it is answered)
 
 
 class ClientTooSlow(Exception):
@@ -122,6 +124,8 @@ def parse_command(text: str) -> Any:
         raise CommandError(f"invalid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
     except RecursionError:  # e.g. 60 000 nested '[': json.loads recurses once per level
         raise CommandError("invalid JSON: nested too deeply") from None
+    except ValueError:  # an integer over Python's 4300-digit limit (int_max_str_digits)
+        raise CommandError("invalid JSON: a number with too many digits") from None
     if not isinstance(data, dict):
         raise CommandError(f"a command is a JSON object, got {type(data).__name__}")
     if size > MAX_MESSAGE_BYTES and not (data.get("type") == "load" and data.get("events") is not None):
@@ -136,11 +140,19 @@ def parse_command(text: str) -> Any:
         if err["type"] == "union_tag_invalid":
             raise CommandError(f"unknown command type {data['type']!r}", "type") from None
         field = (".".join(loc[1:]) or loc[0]) if loc else None  # loc[0] is the command type (the union tag)
+        field = field and field.encode("utf-8", "backslashreplace").decode()  # a lone surrogate in a key
         raise CommandError(f"field '{field}': {err['msg']}", field) from None
 
 
 class Session:
-    """State of one client: the loaded run, its playback and its outgoing queue."""
+    """State of one client: the loaded run, its playback and its outgoing queue.
+
+    A `load` runs as a task of its own, so the receive loop keeps reading: a newer load supersedes (cancels) it,
+    and a client that leaves cancels it (close()); the simulation stops when nobody else waits for it. Playback
+    commands are paced (Settings.commands_per_s, a token bucket: past it they wait), seeks coalesce (at most one
+    applied per seek_interval_s, the latest wins), and a seek's rebuild and a large message's parsing run off the
+    event loop.
+    """
 
     def __init__(self, runs: RunCache, settings: Settings, clock: Callable[[], float] | None = None) -> None:
         self.runs, self.settings = runs, settings
@@ -148,12 +160,22 @@ class Session:
         self.playback: Playback | None = None
         self._clock = clock or (lambda: asyncio.get_running_loop().time())
         self._wake = asyncio.Event()
-        self._load_seq = 0
+        self._load_task: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()  # held while a seek rebuilds in a worker thread: the ticker waits
+        self._tokens, self._refilled = settings.commands_per_s, time.monotonic()
+        self._seek_to: float | None = None
+        self._seek_task: asyncio.Task[None] | None = None
+        self._last_seek = -math.inf
+        self._after_load: list[Any] = []
 
     # -- commands ------------------------------------------------------------------------
     async def handle_text(self, text: str) -> None:
         try:
-            cmd = parse_command(text)
+            big = len(text) > MAX_MESSAGE_BYTES  # a recording: parsed and validated in a worker thread
+            cmd = await asyncio.to_thread(parse_command, text) if big else parse_command(text)
+            if not isinstance(cmd, LoadCommand) and self._load_task is not None and not self._load_task.done():
+                self._defer(cmd)  # sent after a load: it applies to the run that load brings
+                return
             await self._dispatch(cmd)
         except CommandError as e:
             self.error(str(e), e.field)
@@ -165,13 +187,58 @@ class Session:
         log.info("client error: %s", message)
         self.queue.push_control({"type": "error", "message": message, "field": field})
 
+    def _defer(self, cmd: Any) -> None:
+        if len(self._after_load) >= MAX_DEFERRED:
+            raise CommandError(f"more than {MAX_DEFERRED} commands sent while a load is pending", "type")
+        self._after_load.append(cmd)
+
+    async def _run_deferred(self) -> None:
+        cmds, self._after_load = self._after_load, []
+        for cmd in cmds:
+            try:
+                await self._dispatch(cmd)
+            except CommandError as e:
+                self.error(str(e), e.field)
+
+    def close(self) -> None:
+        """The client left: cancel its load (and so its simulation, if nobody else waits), let go of its run."""
+        for task in (self._load_task, self._seek_task):
+            if task is not None:
+                task.cancel()
+        run, self.playback = (self.playback.run if self.playback is not None else None), None
+        self.queue = OutQueue(self.settings.queue_frames, self.settings.queue_control)  # drops `loaded`, frames
+        if run is not None:
+            self.runs.release(run)
+
     async def _dispatch(self, cmd: Any) -> None:
         if isinstance(cmd, LoadCommand):
-            await self._load(cmd)
+            self._start_load(cmd)
             return
         pb = self.playback
         if pb is None:
             raise CommandError(f"no scenario loaded: send a 'load' command before '{cmd.type}'", "type")
+        if isinstance(cmd, SeekCommand):
+            if cmd.t_us > pb.end_us:
+                raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.end_us:g} µs)", "t_us")
+            await self._seek(pb, cmd.t_us)
+            return
+        await self._pace()
+        async with self._lock:
+            self._command(pb, cmd)
+        self._send_state()
+
+    async def _pace(self) -> None:
+        """The viewer's command bucket (commands_per_s, bursts of as many): past it the command waits its turn, and
+        the connection reads nothing meanwhile, so a flood slows its sender alone and every command is answered."""
+        rate, now = self.settings.commands_per_s, time.monotonic()
+        self._tokens = min(rate, self._tokens + (now - self._refilled) * rate)
+        self._refilled = now
+        if self._tokens < 1.0:
+            await asyncio.sleep((1.0 - self._tokens) / rate)
+            self._tokens, self._refilled = 1.0, time.monotonic()
+        self._tokens -= 1.0
+
+    def _command(self, pb: Playback, cmd: Any) -> None:
         now = self._clock()
         if isinstance(cmd, PlayCommand):
             if cmd.speed is not None:
@@ -191,11 +258,34 @@ class Session:
                 self.queue.push_frame(pb.t_us, events)
             else:
                 self._send_end()
-        elif isinstance(cmd, SeekCommand):
-            if cmd.t_us > pb.end_us:
-                raise CommandError(f"t_us {cmd.t_us:g} is past the end of the run ({pb.end_us:g} µs)", "t_us")
-            self._push_rebuild(cmd.t_us, pb.seek(cmd.t_us, self.settings.seek_snapshots))
-            pb.rebase(now)
+
+    async def _seek(self, pb: Playback, t_us: float) -> None:
+        """Apply now if no seek was applied within seek_interval_s, else remember it: the latest pending seek is
+        applied when the interval is over (a dragged slider sends dozens a second; only the last one matters)."""
+        self._seek_to = t_us
+        if self._seek_task is not None and not self._seek_task.done():
+            return
+        if time.monotonic() - self._last_seek >= self.settings.seek_interval_s:
+            await self._apply_seek(pb)
+        else:
+            self._seek_task = asyncio.create_task(self._later_seeks(pb))
+
+    async def _later_seeks(self, pb: Playback) -> None:
+        while self._seek_to is not None and self.playback is pb:
+            await asyncio.sleep(max(0.0, self._last_seek + self.settings.seek_interval_s - time.monotonic()))
+            await self._apply_seek(pb)
+
+    async def _apply_seek(self, pb: Playback) -> None:
+        t_us, self._seek_to = self._seek_to, None
+        if t_us is None or self.playback is not pb:
+            return
+        self._last_seek = time.monotonic()
+        async with self._lock:
+            events = await asyncio.to_thread(pb.seek, t_us, self.settings.seek_snapshots)
+            if self.playback is not pb:  # a new run was loaded meanwhile
+                return
+            self._push_rebuild(t_us, events)
+            pb.rebase(self._clock())
         self._send_state()
 
     def _push_rebuild(self, t_us: float, events: Events) -> None:
@@ -204,16 +294,39 @@ class Session:
         for i in range(0, max(len(events), 1), n):
             self.queue.push_frame(t_us, events[i : i + n], reset=i == 0)
 
+    def _start_load(self, cmd: LoadCommand) -> None:
+        """At most one load pending per viewer: a newer one cancels the older."""
+        if self._load_task is not None and not self._load_task.done():
+            self._load_task.cancel()
+        self._load_task = asyncio.create_task(self._load_answered(cmd))
+
+    async def _load_answered(self, cmd: LoadCommand) -> None:
+        try:
+            await self._load(cmd)
+        except ClientTooSlow as e:  # the receive loop drops the client at its next message
+            log.warning("dropping a load's answer: %s", e)
+
     async def _load(self, cmd: LoadCommand) -> None:
-        self._load_seq += 1
-        mine = self._load_seq
-        run = await load_run(self.runs, self.settings, cmd)
-        if mine != self._load_seq:  # a newer load arrived while this one simulated
+        try:
+            run = await load_run(self.runs, self.settings, cmd)
+        except CommandError as e:
+            self.error(str(e), e.field)
+            await self._run_deferred()
             return
+        self.runs.hold(run)
+        if self.playback is not None:
+            self.runs.release(self.playback.run)
+        self._seek_to = None
         self.playback = Playback(run, self.settings.play_seconds, self.settings.max_frame_events)
         self.queue.clear_frames()
         self.queue.push_control(loaded_message(run))
         self._send_state()
+        await self._run_deferred()
+
+    async def wait_loaded(self) -> None:
+        """Until the pending load (if any) is answered (tests, and the receive loop's own ordering)."""
+        if self._load_task is not None:
+            await asyncio.wait({self._load_task})
 
     def _send_state(self) -> None:
         pb = self.playback
@@ -236,6 +349,9 @@ class Session:
         deadline = loop.time()
         while True:
             pb = self.playback
+            if self._lock.locked():  # a seek is rebuilding the playback in a worker thread
+                await asyncio.sleep(self.settings.tick_s)
+                continue
             if pb is None or not pb.playing:
                 self._wake.clear()
                 await self._wake.wait()

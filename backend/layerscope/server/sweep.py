@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from layerscope import scenario as scn
 from layerscope.protocol import RunRequest
-from layerscope.server.load import CommandError, check_work, requested_spec
+from layerscope.server.load import CommandError, check_work, refuse_client_traces, requested_spec
 
 router = APIRouter()
 MAX_POINTS = 16  # grid points per request: a sweep of 16 timing-only runs takes seconds, not minutes
@@ -67,6 +67,7 @@ def check_grid(body: SweepBody, max_work: int) -> scn.ScenarioSpec:
                 raise _refuse("grid", str(e)) from None
             continue  # refused by the scenario's own rules: run_grid reports it
         try:
+            refuse_client_traces(req, one)  # the server opens no file a client names
             check_work(one, req, max_work)
         except CommandError as e:
             raise _refuse("grid", f"the point {dict(zip(keys, values, strict=True))}: {e}") from None
@@ -84,6 +85,8 @@ async def post_sweep(request: Request, body: SweepBody) -> dict[str, Any]:
     state = request.app.state
     if getattr(state, "sweep_lock", None) is None:
         state.sweep_lock = asyncio.Lock()  # one sweep at a time per app: each point is a CPU-bound simulation
+    if state.sweep_lock.locked():  # no queue behind it: a client that gave up would still hold its place
+        raise HTTPException(503, "server busy: a sweep is running; retry shortly", headers={"Retry-After": "5"})
     async with state.sweep_lock:
         try:
             result = await run_in_threadpool(run_grid, spec, {k: list(v) for k, v in body.grid.items()}, 1)

@@ -6,10 +6,10 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from layerscope.server.security import origin_allowed
 from layerscope.server.session import ClientTooSlow, Session
 
 log = logging.getLogger("layerscope.server")
@@ -23,15 +23,6 @@ class LiveCounter:
     sessions: int = 0
     tasks: int = 0
     open: set[Session] = field(default_factory=set)  # for queue figures in /api/debug/sessions
-
-
-def origin_allowed(origin: str | None, host: str | None, allowed: list[str]) -> bool:
-    """No Origin (a non-browser client) or the page's own host: allowed; anything else must be listed."""
-    if origin is None:
-        return True
-    if origin in allowed or "*" in allowed:
-        return True
-    return bool(host) and urlsplit(origin).netloc.lower() == host.lower()
 
 
 @router.websocket("/ws")
@@ -55,6 +46,7 @@ async def websocket_endpoint(ws: WebSocket) -> None:
     try:
         await _receive_loop(ws, session, tasks)
     finally:
+        session.close()  # cancels its pending load (and the simulation, if nobody else waits), lets go of its run
         for t in tasks:
             t.cancel()
         for t in tasks:

@@ -1,0 +1,57 @@
+"""Outputs written atomically: a temporary file in the target's folder, renamed over the target once complete.
+
+A full disk, a crash or Ctrl-C mid-write leaves the old file as it was (and no temporary behind); a reader never
+sees half a file. Every command that writes a file goes through here (`layerscope run --events/--trace/--summary`,
+`report -o`, `sweep --html`, bench outputs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+
+@contextmanager
+def atomic_writer(path: Path | str, encoding: str = "utf-8") -> Iterator[TextIO]:
+    """A text file to write `path` through; it replaces `path` only when the block ends without an error.
+    An OSError names `path` (not the temporary)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding=encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except OSError as e:
+        _remove(tmp)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def write_text_atomic(path: Path | str, text: str, encoding: str = "utf-8") -> None:
+    with atomic_writer(path, encoding) as f:
+        f.write(text)
+
+
+def _mode_for(path: Path) -> int:
+    """The mode the file has, or a new file's (0666 less the umask): mkstemp's 0600 is not what `>` would give."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _remove(tmp: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)

@@ -1,0 +1,109 @@
+"""Finding 2: the work limit counts what costs (the requests that fit the KV pool at once, batch width, numerics,
+the compare run), and a run passing its event or CPU budget while it runs is stopped with a clear error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from hardening_util import ws_answer
+
+from layerscope import scenario as scn
+from layerscope.runtime.budget import BudgetExceeded, Cancelled, RunBudget, estimate_work
+from layerscope.runtime.engine import simulate
+from layerscope.server.app import create_app
+from layerscope.server.settings import Settings
+
+# The issue's run: 10,000 requests in a 4 GiB pool with max_num_seqs 4096 (estimated at 4,221 steps; ~18 M events)
+POOL_DODGE = {"workload.num_requests": 10_000, "workload.input_len": 512, "workload.output_len": 400,
+              "free_hbm_gib": 4, "scheduler.max_num_seqs": 4096}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    with TestClient(create_app(Settings())) as c:
+        yield c
+
+
+def test_presets_fit_the_default_limit() -> None:
+    limit = Settings().max_sim_work
+    for name in scn.preset_names():
+        assert estimate_work(scn.load_preset(name)).units <= limit, name
+
+
+def test_concurrency_that_does_not_fit_the_pool_is_counted(client: TestClient) -> None:
+    spec = scn.apply_overrides(scn.load_preset("serving-kv-preemption"), POOL_DODGE)
+    assert estimate_work(spec).units > 100 * Settings().max_sim_work  # waves of the few requests 4 GiB holds
+    before = client.get("/api/debug/sessions").json()["simulations"]
+    err = ws_answer(client, {"type": "load", "scenario": "serving-kv-preemption", "set": POOL_DODGE})
+    assert err["type"] == "error" and err["field"] == "set.workload.num_requests", err
+    assert "engine steps" in err["message"]
+    assert client.get("/api/debug/sessions").json()["simulations"] == before  # refused before simulating
+
+
+def test_numerics_and_its_model_are_counted(client: TestClient) -> None:
+    base = {"decode_steps": 1000, "prompt_len": 4096}
+    plain = estimate_work(scn.parse_spec(base)).units
+    tiny = estimate_work(scn.parse_spec({**base, "numerics": True})).units
+    small = estimate_work(scn.parse_spec({**base, "numerics": True, "numerics_model": "small"})).units
+    assert plain < tiny < small and small >= 10 * plain
+    err = ws_answer(client, {"type": "load", "spec": {**base, "numerics": True, "numerics_model": "small"}})
+    assert err["type"] == "error" and "at most 10000" in err["message"], err
+
+
+def test_the_compare_runs_own_overrides_are_counted() -> None:
+    """A compare run that is itself heavy (numerics small, longer decode) adds its own cost, not a copy of A's."""
+    light = scn.parse_spec({"decode_steps": 100, "compare": {"label": "b", "set": {}}})
+    heavy = scn.parse_spec({"decode_steps": 100, "compare": {"label": "b", "set": {
+        "numerics": True, "numerics_model": "small", "decode_steps": 2000}}})
+    assert estimate_work(heavy).units > 20 * estimate_work(light).units
+
+
+def test_batch_width_and_page_fit_are_counted() -> None:
+    narrow = scn.apply_overrides(scn.load_preset("serving-64-h200-tp8"), {"scheduler.max_num_seqs": 1})
+    wide = scn.load_preset("serving-64-h200-tp8")
+    per_step = {s.scheduler.max_num_seqs: estimate_work(s).units for s in (narrow, wide)}
+    assert per_step[1] > per_step[256]  # one at a time: many more steps
+    assert estimate_work(wide).units > estimate_work(
+        scn.apply_overrides(wide, {"workload.output_len": 1})).units  # decode steps of a wide batch cost
+
+
+def test_a_running_simulation_stops_past_its_event_budget() -> None:
+    spec = scn.load_preset("decode-pulses")  # 727 events
+    with pytest.raises(BudgetExceeded, match="budget of 200 events"):
+        simulate(spec, check=RunBudget(max_events=200, max_cpu_s=60).check)
+    serving = scn.apply_overrides(scn.load_preset("serving-64-h200-tp8"), {"workload.num_requests": 16})
+    with pytest.raises(BudgetExceeded, match="events"):
+        simulate(serving, check=RunBudget(max_events=300, max_cpu_s=60).check)
+
+
+def test_a_running_simulation_stops_past_its_cpu_budget() -> None:
+    budget = RunBudget(max_events=10**9, max_cpu_s=0.0)
+    budget.start()
+    with pytest.raises(BudgetExceeded, match="CPU-seconds"):
+        simulate(scn.load_preset("decode-pulses"), check=budget.check)
+
+
+def test_a_cancelled_simulation_stops_at_its_next_check() -> None:
+    budget = RunBudget(max_events=10**9, max_cpu_s=60)
+    calls: list[int] = []
+
+    def check(n: int) -> None:
+        calls.append(n)
+        if len(calls) == 2:
+            budget.cancel()
+        budget.check(n)
+
+    with pytest.raises(Cancelled):
+        simulate(scn.load_preset("decode-pulses"), check=check)
+    assert len(calls) == 2  # the check right after the cancel stopped it (of 6 in the whole run)
+
+
+def test_the_server_answers_a_run_stopped_by_its_budget_with_an_error() -> None:
+    with TestClient(create_app(Settings(max_run_events=300))) as c, c.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "load", "scenario": "decode-pulses"})
+        err = ws.receive_json()
+        assert err["type"] == "error" and "budget of 300 events" in err["message"], err
+        ws.send_json({"type": "load", "spec": {"prompt_len": 16, "decode_steps": 2}})
+        assert ws.receive_json()["type"] == "loaded"  # the connection and the slot are free again
