@@ -15,9 +15,11 @@ from layerscope.runtime.engine import simulate
 from layerscope.server.app import create_app
 from layerscope.server.settings import Settings
 
-# The run: 10,000 requests in a 4 GiB pool with max_num_seqs 4096 (estimated at 4,221 steps; ~18 M events)
+# The run: 10,000 requests in a small pool with max_num_seqs 4096 (estimated at 4,221 steps; ~18 M events).
+# The presets now run at tp 8, where 4 GiB a GPU holds ~90 such requests: a quarter GiB holds a few, as 4 GiB did at tp 1.
 POOL_DODGE = {"workload.num_requests": 10_000, "workload.input_len": 512, "workload.output_len": 400,
-              "free_hbm_gib": 4, "scheduler.max_num_seqs": 4096}
+              "free_hbm_gib": 0.25, "scheduler.max_num_seqs": 4096, "workload.max_concurrency": 4096}
+DODGED = "serving-64-h200-tp8"
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +35,12 @@ def test_presets_fit_the_default_limit() -> None:
 
 
 def test_concurrency_that_does_not_fit_the_pool_is_counted(client: TestClient) -> None:
-    spec = scn.apply_overrides(scn.load_preset("serving-kv-preemption"), POOL_DODGE)
-    assert estimate_work(spec).units > 100 * Settings().max_sim_work  # waves of the few requests 4 GiB holds
+    spec = scn.apply_overrides(scn.load_preset(DODGED), POOL_DODGE)
+    roomy = scn.apply_overrides(scn.load_preset(DODGED), {**POOL_DODGE, "free_hbm_gib": 60})
+    # waves of the few requests the small pool holds cost steps that one wide batch does not
+    assert estimate_work(spec).units > 2 * estimate_work(roomy).units > 50 * Settings().max_sim_work
     before = client.get("/api/debug/sessions").json()["simulations"]
-    err = ws_answer(client, {"type": "load", "scenario": "serving-kv-preemption", "set": POOL_DODGE})
+    err = ws_answer(client, {"type": "load", "scenario": DODGED, "set": POOL_DODGE})
     assert err["type"] == "error" and err["field"] == "set.workload.num_requests", err
     assert "engine steps" in err["message"]
     assert client.get("/api/debug/sessions").json()["simulations"] == before  # refused before simulating
