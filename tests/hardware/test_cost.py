@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from layerscope.hardware.cost import (
@@ -10,6 +11,7 @@ from layerscope.hardware.cost import (
     attention_flops,
     expected_distinct_experts,
     expected_distinct_experts_skewed,
+    expected_row_tiles,
     plain_roofline,
     wave_quantization,
 )
@@ -232,3 +234,30 @@ def test_the_kernels_an_op_times_together_share_its_measured_time() -> None:
     # the router is not in the MoE rows: its GEMM is priced by itself
     router = next(k for k in ks if k.stage == "router" and k.gemm is not None)
     assert CostModel(h200).cost(router).source == "measured" and not isinstance(router.op, OpPart)
+
+
+def test_grouped_gemm_pays_the_expected_tiles_over_its_experts_rows() -> None:
+    # uniform routing as the router does it: each of 2048 tokens picks 8 distinct experts of 128 (mean 128 rows
+    # an expert, exactly one tile): the experts' own tile counts, not the mean's, are what the kernel pays
+    rng = np.random.default_rng(0)
+    t, e, k = 2048, 128, 8
+    picks = np.argsort(rng.random((t, e)), axis=1)[:, :k]
+    rows = np.bincount(picks.ravel(), minlength=e)
+    rows = rows[rows > 0]
+    sampled = float(np.mean(np.ceil(rows / 128)))
+    assert expected_row_tiles(round(rows.mean()), 128) == pytest.approx(sampled, abs=0.1)
+    assert 1.3 < expected_row_tiles(128, 128) < 1.7  # the mean's ceil(128 / 128) = 1 under-prices it
+    assert expected_row_tiles(133, 128) < 1.8  # and ceil(133 / 128) = 2 over-prices a mean just past it
+    assert expected_row_tiles(1, 16) == 1.0  # one row is one tile
+    assert expected_row_tiles(4096, 128) == pytest.approx(32.5, abs=0.2)  # far from a boundary: mean / tile + 1/2
+
+    cm = CostModel(H100)
+
+    def experts(m: int, groups: int) -> Kernel:
+        return Kernel("fused_moe_kernel", "experts", "moe", 2.0 * m * groups * 3072 * 4096, 0.0,
+                      gemm=(m, 3072, 4096), groups=groups)
+
+    # a grouped GEMM pays the spread of its experts' rows; one problem alone pays its own ceil
+    per_row_grouped = cm.compute_us(experts(128, 128)) / cm.compute_us(experts(120, 128))
+    assert per_row_grouped > 1.0  # 128 rows an expert spill into second tiles more often than 120
+    assert cm.compute_us(experts(128, 1)) == pytest.approx(cm.compute_us(experts(120, 1)), rel=0.01)  # 1 tile each

@@ -17,7 +17,8 @@ every op no table covers on that GPU, is priced by the roofline below, source = 
               a grid of fewer CTAs than SMs streams with only its SMs' share of the bandwidth
     compute = GEMM-shaped work: FLOPs x tile padding x wave quantization / (tensor peak x gemm_eff)
               (tile quantization: M and N round up to 128x128 tiles, M to 64 or 16 rows in the small-M
-              regime; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
+              regime; a grouped GEMM (the fused MoE) pays the expected tiles over its experts' rows, not the
+              mean's; wave quantization: tiles x split-K slices round up to a multiple of the SM count)
               attention (flash kernels): FLOPs / (tensor peak x attention efficiency), the efficiency read
               from the published FlashAttention-2/3/4 benchmarks for the GPU's architecture, head_dim, causal
               mask and sequence length (attention_efficiency below), not the GEMM efficiency
@@ -98,7 +99,7 @@ class FusedMoeConstants:
 # batch 1-4 only (vLLM PR #31448).
 FUSED_MOE: dict[str, FusedMoeConstants] = {
     "ampere": FusedMoeConstants(setup_us=18.3, stream_eff=0.94),
-    "hopper": FusedMoeConstants(setup_us=4.3, stream_eff=0.83),
+    "hopper": FusedMoeConstants(setup_us=4.4, stream_eff=0.84),
     "blackwell": FusedMoeConstants(setup_us=5.1, stream_eff=0.77),
 }
 
@@ -182,7 +183,28 @@ def is_fused_moe(k: Kernel) -> bool:
     return k.kind == "moe" and k.gemm is not None
 
 
-def wave_quantization(tiles: int, k: int, sms: int) -> float:
+@functools.lru_cache(maxsize=4096)
+def expected_row_tiles(mean_rows: int, tile: int) -> float:
+    """E[ceil(X / tile)] over one expert's rows X when a grouped GEMM's experts hold `mean_rows` on average.
+
+    Each token picks an expert independently of the others (probability top_k / E under uniform routing), so the
+    rows of an expert that is read at all are 1 + Poisson(mean_rows - 1) (the binomial count of the other tokens,
+    conditioned on the expert being hit; a skewed routing only spreads them more). The mean's own tile count
+    ceil(mean / tile) under-prices a mean just under a tile boundary and over-prices one just above it."""
+    lam = float(mean_rows - 1)
+    if lam <= 0.0:
+        return 1.0
+    spread = 10.0 * math.sqrt(lam) + 10.0  # the pmf beyond 10 standard deviations is below 1e-20
+    lo, hi = max(0, int(lam - spread)), int(lam + spread) + 1
+    log_lam, total, mass = math.log(lam), 0.0, 0.0
+    for x in range(lo, hi + 1):
+        pmf = math.exp(x * log_lam - lam - math.lgamma(x + 1))
+        total += pmf * math.ceil((x + 1) / tile)
+        mass += pmf
+    return total / mass
+
+
+def wave_quantization(tiles: float, k: int, sms: int) -> float:
     """Time of `tiles` output tiles on `sms` SMs relative to perfect balance (>= 1).
 
     A partial last wave costs a full one; libraries soften that by splitting K into s slices
@@ -226,7 +248,10 @@ class CostModel:
         if m * n * kk <= 0:
             return 0.0
         tile_m = GEMV_M_TILE if m <= GEMV_M_TILE else SMALL_M_TILE if m <= SMALL_M_TILE else TILE_M
-        tiles = k.groups * math.ceil(m / tile_m) * math.ceil(n / TILE_N)
+        # a grouped GEMM's M is the mean of its problems' rows (the fused MoE's rows per expert), which vary:
+        # each problem rounds its own rows up to tiles, so the expected tile count, not the mean's, is paid
+        m_tiles = expected_row_tiles(m, tile_m) if k.groups > 1 else math.ceil(m / tile_m)
+        tiles = k.groups * m_tiles * math.ceil(n / TILE_N)
         # tile quantization: M and N round up to the tile. `flops` stays authoritative (a fused kernel may do
         # more than its first GEMM); the shape only says how much of the tensor cores' work is padding.
         padding = (tiles * tile_m * TILE_N) / (k.groups * m * n)

@@ -312,7 +312,7 @@ def prefill_attention_kernel(arch: str, seqs: list[tuple[int, int]], q_heads: in
     """The varlen flash-attention prefill over `seqs` (new tokens, cached tokens) in one launch. Several prompts are
     priced as a batch of equal sequences with the same attention FLOPs: n sequences of sqrt(mean q^2) new tokens
     (the causal square's FLOPs grow with q^2) over the q-weighted mean cached prefix; measured as batched context
-    attention where no sequence has a cached prefix."""
+    attention (over a cached prefix: the fresh prompt of equal work, hardware/tables equal_work_seq_len)."""
     q_dim, kv_dim = q_heads * head_dim, kv_heads * head_dim
     kv_b = DTYPE_BYTES[kv_dtype]
     flops = sum(attention_flops(t, ctx, q_heads, head_dim, causal=True) for t, ctx in seqs)

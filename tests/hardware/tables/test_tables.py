@@ -73,7 +73,6 @@ def test_moe_rows_are_per_gpu_under_expert_parallelism() -> None:
 def test_shapes_outside_the_measured_grid_are_not_covered() -> None:
     assert tables.price("h200", GemmOp(100_000, 4096, 4096)) is None  # M past the largest measured
     assert tables.price("h200", GemmOp(1024, 151936, 4096)) is None  # the whole vocabulary: N past 65536
-    assert tables.price("h200", ContextAttentionOp(1, 1024, 512, 64, 4, 128)) is None  # a cached prefix
     assert tables.price("h200", ContextAttentionOp(1, 1024, 0, 64, 4, 128)) is not None
     assert tables.price("rtx-9000", GemmOp(1024, 4096, 4096)) is None  # no table for that GPU
     assert tables.price("h200", AllReduceOp(16, 8 * KIB)) is None  # one node of 8 measured
@@ -124,3 +123,18 @@ def test_routing_strings_and_the_busiest_rank() -> None:
     assert busiest_rank_share(4096, 128, 8, 8, "power_law:1.2") > 1.8 / 8
     counts = ",".join(["100"] * 16 + ["0"] * 112)  # every token on rank 0's 16 experts
     assert busiest_rank_share(4096, 128, 8, 8, f"counts:{counts}") == pytest.approx(1.0)
+
+
+def test_a_chunk_over_a_cached_prefix_reads_the_fresh_prompt_of_equal_work() -> None:
+    """No table holds a cached prefix: a chunk over one is the same flash kernel over the same tiles as a fresh
+    prompt of equal causal work (the analytic model ran it above every measured rate of the kernel)."""
+    assert tables.equal_work_seq_len(1024, 0) == pytest.approx(1024)
+    s_eq = tables.equal_work_seq_len(1024, 512)  # 1024 x 512 + 1024 x 1025 / 2 query-key pairs
+    assert s_eq * (s_eq + 1) / 2 == pytest.approx(1024 * 512 + 1024 * 1025 / 2)
+    chunk = tables.price("h200", ContextAttentionOp(1, 1024, 512, 64, 4, 128))
+    fresh = tables.price("h200", ContextAttentionOp(1, round(s_eq), 0, 64, 4, 128))
+    assert chunk is not None and fresh is not None and chunk.us == pytest.approx(fresh.us, rel=0.01)
+    assert chunk.parts["equal_work_seq_len"] == pytest.approx(s_eq)
+    longer = tables.price("h200", ContextAttentionOp(1, 1024, 8192, 64, 4, 128))
+    assert longer is not None and longer.us > 4 * chunk.us  # 8x the prefix: ~6x the pairs
+    assert tables.price("h200", ContextAttentionOp(1, 8192, 60_000, 64, 4, 128)) is None  # past the measured 32k+

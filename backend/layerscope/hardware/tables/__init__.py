@@ -17,8 +17,8 @@ Per op, what is looked up (times in microseconds, sizes in bytes, converted by t
   uniform random routing and measured counts read the balanced rows at the token count that gives every rank the
   busiest expert-parallel rank's expected load (hardware/routing.py busiest_rank_share; balanced rows give every
   rank the mean).
-- context_attention: (kv_dtype, q_heads, kv_heads, head_dim) over (batch, seq_len), prefill from an empty cache only
-  (the tables hold no cached prefix: prefix_len > 0 is not covered).
+- context_attention: (kv_dtype, q_heads, kv_heads, head_dim) over (batch, seq_len), prefill from an empty cache (the
+  tables hold no cached prefix: a chunk over one reads the fresh prompt of equal causal work, equal_work_seq_len).
 - decode_attention: the same key over (batch, kv_len).
 - all_reduce: (impl, gpus) over bytes; impl custom = vLLM's custom all-reduce replayed in a CUDA graph, custom_eager
   the same kernel launched eagerly, nccl = NCCL's ring/tree.
@@ -225,11 +225,25 @@ def _moe(system: str, op: MoeOp) -> Measured | None:
     return None
 
 
+def equal_work_seq_len(seq_len: int, prefix_len: int) -> float:
+    """The prompt length whose causal prefill from an empty cache does the work of `seq_len` new tokens over
+    `prefix_len` cached ones: S (S + 1) / 2 = q ctx + q (q + 1) / 2 query-key pairs (hardware/cost.py
+    attention_flops)."""
+    pairs = seq_len * prefix_len + seq_len * (seq_len + 1) / 2
+    return (math.sqrt(1.0 + 8.0 * pairs) - 1.0) / 2.0
+
+
 def _context(system: str, op: ContextAttentionOp) -> Measured | None:
-    if op.prefix_len > 0:
-        return None
-    return lookup(system, "context_attention", (op.kv_dtype, op.q_heads, op.kv_heads, op.head_dim),
-                  (float(op.batch), float(op.seq_len)))
+    key = (op.kv_dtype, op.q_heads, op.kv_heads, op.head_dim)
+    if op.prefix_len <= 0:
+        return lookup(system, "context_attention", key, (float(op.batch), float(op.seq_len)))
+    # A chunk over a cached prefix runs the same flash kernel over the same (query block, key block) tiles as a
+    # fresh prompt of equal work, with fewer query blocks to spread over the SMs (so no faster): priced as that
+    # prompt's measured time. The analytic model it replaces ran above every measured rate of the kernel (B200: a
+    # 2048-token chunk over 2048 cached at 1,283 TFLOP/s, the measured 4096-token prefill of about that work 525).
+    s_eq = equal_work_seq_len(op.seq_len, op.prefix_len)
+    hit = lookup(system, "context_attention", key, (float(op.batch), s_eq))
+    return None if hit is None else Measured(hit.us, hit.table, {**hit.parts, "equal_work_seq_len": s_eq})
 
 
 def _decode(system: str, op: DecodeAttentionOp) -> Measured | None:
