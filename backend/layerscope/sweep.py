@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
@@ -72,12 +73,36 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*grid.values())]
 
 
-def run_point(spec_json: str) -> dict[str, Any]:
-    """One point: a spec (as JSON, so it travels to other processes and Ray workers unchanged) -> its summary."""
-    from layerscope.runtime.engine import simulate
+class SweepCancelled(Exception):
+    """Nobody waits for the sweep any more (the server's client left)."""
+
+
+def run_point(spec_json: str, check: Callable[[int], None] | None = None) -> dict[str, Any]:
+    """One point: a spec (as JSON, so it travels to other processes and Ray workers unchanged) -> its summary.
+    `check`: called every few engine steps; raises to stop the run."""
+    from layerscope.runtime.engine import simulate  # the engine's imports are paid by the commands that run it
 
     spec = ScenarioSpec.model_validate_json(spec_json)
-    return dict(simulate(spec, summary_only=True).summary)  # a point keeps its summary only: build no events
+    # a point keeps its summary only: build no events
+    return dict(simulate(spec, check=check, summary_only=True).summary)
+
+
+def run_points_until(stop: threading.Event) -> Callable[[list[str]], list[dict[str, Any]]]:
+    """A run_grid runner for the server: the points one after another in this thread, stopped at the next engine
+    check once `stop` is set (its client disconnected), as vLLM aborts a request whose client left."""
+
+    def check(_events: int) -> None:
+        if stop.is_set():
+            raise SweepCancelled("the sweep's client left")
+
+    def run(specs: list[str]) -> list[dict[str, Any]]:
+        out = []
+        for s in specs:
+            check(0)
+            out.append(run_point(s, check))
+        return out
+
+    return run
 
 
 def _point_specs(spec: ScenarioSpec, points: list[dict[str, Any]]) -> list[str]:

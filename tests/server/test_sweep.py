@@ -22,7 +22,8 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, list[Any
     """A stand-in layerscope.sweep whose run_grid records its arguments and answers in the CLI's JSON shape."""
     seen: list[tuple[Any, dict[str, list[Any]], int]] = []
 
-    def run_grid(spec: Any, grid: dict[str, list[Any]], jobs: int = 1) -> dict[str, Any]:
+    def run_grid(spec: Any, grid: dict[str, list[Any]], jobs: int = 1, ray_address: str | None = None,
+                 runner: Any = None) -> dict[str, Any]:
         seen.append((spec, grid, jobs))
         if 8192 in grid.get("chunk_size", []):
             raise ValueError("weights need 109.5 GiB per GPU")
@@ -30,7 +31,11 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, list[Any
                    "median_tpot_ms": v / 100, "pareto": True} for v in grid["chunk_size"]]
         return {"scenario": spec.name, "grid": grid, "points": points}
 
-    monkeypatch.setitem(sys.modules, "layerscope.sweep", types.SimpleNamespace(run_grid=run_grid))
+    import layerscope.sweep as real
+
+    stand_in = types.SimpleNamespace(run_grid=run_grid, SweepCancelled=real.SweepCancelled,
+                                     run_points_until=real.run_points_until)
+    monkeypatch.setitem(sys.modules, "layerscope.sweep", stand_in)
     return seen
 
 

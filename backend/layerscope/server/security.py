@@ -8,9 +8,8 @@ import ipaddress
 import re
 from urllib.parse import urlsplit
 
-from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from layerscope.server.settings import Settings
@@ -32,19 +31,34 @@ DOCS_CSP = (
 _HOST_RE = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9a-fA-F:]+\](:[0-9]{1,5})?$")
 
 
-class SecurityHeaders(BaseHTTPMiddleware):
-    async def dispatch(self, request: Request, call_next: RequestResponseEndpoint) -> Response:
-        response = await call_next(request)
-        host = request.headers.get("host", "")
+class SecurityHeaders:
+    """A plain ASGI middleware (not BaseHTTPMiddleware, which keeps a route from seeing its client disconnect:
+    a sweep whose client left must stop, server/sweep.py) adding the headers to every response's start."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
         host = host if _HOST_RE.match(host) else ""  # never copy a hostile Host header into the policy
-        docs = request.url.path in ("/docs", "/redoc", "/docs/oauth2-redirect")
+        docs = scope["path"] in ("/docs", "/redoc", "/docs/oauth2-redirect")
         csp = DOCS_CSP if docs else PAGE_CSP.format(ws=f"ws://{host} wss://{host}" if host else "")
-        response.headers.setdefault("Content-Security-Policy", csp)
-        response.headers.setdefault("X-Content-Type-Options", "nosniff")
-        response.headers.setdefault("Referrer-Policy", "no-referrer")
-        response.headers.setdefault("X-Frame-Options", "DENY")
-        response.headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
-        return response
+        extra = {"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                 "X-Frame-Options": "DENY", "Cross-Origin-Opener-Policy": "same-origin"}
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                out = MutableHeaders(scope=message)
+                for name, value in extra.items():
+                    if name not in out:
+                        out[name] = value
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
 
 
 class BodyLimit:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 from itertools import product
 from typing import Annotated, Any
 
@@ -74,12 +75,24 @@ def check_grid(body: SweepBody, max_work: int) -> scn.ScenarioSpec:
     return spec
 
 
+DISCONNECT_POLL_S = 0.2  # how often a running sweep asks whether its client is still there
+
+
+async def _stop_when_gone(request: Request, stop: threading.Event) -> None:
+    """Set `stop` once the client disconnects (or the sweep ends and sets it itself)."""
+    while not stop.is_set():
+        if await request.is_disconnected():
+            stop.set()
+            return
+        await asyncio.sleep(DISCONNECT_POLL_S)
+
+
 @router.post("/api/sweep", tags=["sweep"])
 async def post_sweep(request: Request, body: SweepBody) -> dict[str, Any]:
     """Run a small grid of a preset (timing only) and answer `layerscope sweep --json`'s object."""
     spec = check_grid(body, request.app.state.settings.max_sim_work)
     try:
-        from layerscope.sweep import run_grid
+        from layerscope.sweep import SweepCancelled, run_grid, run_points_until
     except ImportError:
         raise HTTPException(501, "this build has no layerscope.sweep.run_grid") from None
     state = request.app.state
@@ -88,9 +101,17 @@ async def post_sweep(request: Request, body: SweepBody) -> dict[str, Any]:
     if state.sweep_lock.locked():  # no queue behind it: a client that gave up would still hold its place
         raise HTTPException(503, "server busy: a sweep is running; retry shortly", headers={"Retry-After": "5"})
     async with state.sweep_lock:
+        stop = threading.Event()
+        watcher = asyncio.create_task(_stop_when_gone(request, stop))
         try:
-            result = await run_in_threadpool(run_grid, spec, {k: list(v) for k, v in body.grid.items()}, 1)
+            result = await run_in_threadpool(run_grid, spec, {k: list(v) for k, v in body.grid.items()}, 1,
+                                             None, run_points_until(stop))
         except ValueError as e:  # the engine refuses a combination the schema allows (e.g. weights do not fit)
             raise _refuse("grid", f"cannot simulate this grid: {e}") from None
+        except SweepCancelled:  # nobody reads the answer; the lock is free for the next sweep
+            raise HTTPException(499, "the client closed the request; the sweep was stopped") from None
+        finally:
+            stop.set()
+            watcher.cancel()
     # the figure a one-request scenario's sweep draws (the panel's y axis); a serving sweep draws its Pareto front
     return {**result, "metric": spec.sweep.metric if spec.sweep is not None else None}
