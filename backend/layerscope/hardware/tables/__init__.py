@@ -160,6 +160,7 @@ _LAYOUT = {  # per op: the key's columns (name, type), then the swept columns
 }
 
 
+@functools.cache  # one stat per (system, op), not one per lookup
 def table(system: str, op: str) -> _Table | None:
     return _load(system, op) if (DATA / f"{system}/{op}.csv.gz").exists() else None
 
