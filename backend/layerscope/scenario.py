@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from layerscope.model.config import PRESETS
@@ -405,14 +404,19 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in scenarios_dir().glob("*.yaml"))
 
 
-# libyaml's safe loader where PyYAML has it (the same documents, ~8x faster: 2.4 ms for a preset instead of 18 ms,
-# measured; the server parses a preset for every viewer's `load` on its event loop)
-SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _yaml() -> Any:
+    """PyYAML, imported where a document is read (14-40 ms a process: `layerscope bench` and `--help` read none)."""
+    import yaml
+
+    return yaml
 
 
 def load_file(path: Path) -> ScenarioSpec:
+    yaml = _yaml()
+    # libyaml's safe loader where PyYAML has it (the same documents, ~8x faster: 2.4 ms for a preset instead of 18 ms,
+    # measured; the server parses a preset for every viewer's `load` on its event loop)
     try:
-        data = yaml.load(path.read_text(), Loader=SAFE_LOADER)
+        data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
     except yaml.YAMLError as e:
@@ -446,6 +450,7 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
             raise ScenarioError(f"--set {a!r}: expected key=value")
         if not known_field(key):
             raise ScenarioError(f"--set {a!r}: unknown field {key!r}")
+        yaml = _yaml()
         try:
             out[key] = yaml.safe_load(raw)
         except yaml.YAMLError:
