@@ -50,7 +50,7 @@ class Grid:
         points: dict[Key, dict[Point, list[float]]] = {}
         for key, x, us in rows:
             x = tuple(map(float, x))
-            if us > 0 and min(x) > 0:
+            if us > 0 and all(map((0.0).__lt__, x)):  # every coordinate positive (NaN is not)
                 points.setdefault(key, {}).setdefault(x, []).append(us)
         return cls(points, monotone)
 
