@@ -21,8 +21,9 @@ from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 COPY = "copy"
 PLAIN_ENV = CostEnv()
 # Prices kept per GPU across runs of its default cost model (a server's, a sweep worker's, a bench's repeated runs
-# price the same shapes); a 500-request run prices ~14k; past this many the memo starts afresh (bounded memory).
-SHARED_COSTS_MAX = 200_000
+# price the same shapes); a 500-request run prices ~14k, ~1-2 KB each with their kernels; past this many the memo
+# starts afresh at the next run (bounded memory: tens of MB).
+SHARED_COSTS_MAX = 50_000
 _shared_costs: dict[GPU, dict[tuple[Kernel, CostEnv], KernelCost]] = {}
 
 
