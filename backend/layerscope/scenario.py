@@ -5,12 +5,12 @@ Every bound here is also what keeps a request from making the server allocate wi
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from layerscope.model.config import PRESETS
@@ -463,33 +463,38 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in scenarios_dir().glob("*.yaml"))
 
 
-# libyaml's safe loader where PyYAML has it (the same documents, ~8x faster: 2.4 ms for a preset instead of 18 ms,
-# measured; the server parses a preset for every viewer's `load` on its event loop)
-_BASE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _yaml() -> Any:
+    """PyYAML, imported where a document is read (14-40 ms a process: `layerscope bench` and `--help` read none)."""
+    import yaml
+
+    return yaml
 
 
-class _UniqueKeyLoader(_BASE_LOADER):  # type: ignore[misc,valid-type]
-    """The safe loader, refusing a mapping that repeats a key (PyYAML keeps the last one silently)."""
+@functools.cache
+def safe_loader() -> Any:
+    """libyaml's safe loader where PyYAML has it (the same documents, ~8x faster: 2.4 ms for a preset instead of
+    18 ms, measured; the server parses a preset for every viewer's `load` on its event loop), refusing a mapping
+    that repeats a key (PyYAML keeps the last one silently). Built on first use, as PyYAML is imported."""
+    yaml = _yaml()
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-            if isinstance(key, str) and key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r}", key_node.start_mark
-                )
-            if isinstance(key, str):
-                seen.add(key)
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+    class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=deep)
+                if isinstance(key, str) and key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                if isinstance(key, str):
+                    seen.add(key)
+            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
 
-
-SAFE_LOADER = _UniqueKeyLoader
+    return UniqueKeyLoader
 
 
 def load_file(path: Path) -> ScenarioSpec:
+    yaml = _yaml()
     try:
-        data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=SAFE_LOADER)  # noqa: S506 -- a safe loader
+        data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=safe_loader())  # noqa: S506 -- a safe loader
     except FileNotFoundError:
         raise ScenarioError(f"{path}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as e:
@@ -525,6 +530,7 @@ def parse_set(assignments: list[str]) -> dict[str, Any]:
             raise ScenarioError(f"--set {a!r}: expected key=value")
         if not known_field(key):
             raise ScenarioError(f"--set {a!r}: unknown field {key!r}")
+        yaml = _yaml()
         try:
             out[key] = yaml.safe_load(raw)
         except yaml.YAMLError:

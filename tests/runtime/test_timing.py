@@ -5,12 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from layerscope.events import KernelEvent, event_json, parse_event
+from layerscope.hardware import cost as cost_mod
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
 from layerscope.model.config import PRESETS
+from layerscope.runtime import timing
+from layerscope.runtime.engine import simulate
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.vllm import VllmRuntime
+from layerscope.scenario import ScenarioSpec
 
 
 def test_kernel_events_are_the_validated_events() -> None:
@@ -51,3 +55,37 @@ def test_kernel_events_say_where_their_price_comes_from() -> None:
     Timing(CostModel(gpu("h200"), measured=False), events.append).launch(
         VllmRuntime().prefill_chunk(PRESETS["qwen3-235b-a22b"], 1024, 0), 0.0, "prefill")
     assert {e.source for e in events} == {"analytic"}
+
+
+def test_serving_runs_on_a_gpu_share_its_prices_and_give_the_same_summary(monkeypatch: Any) -> None:
+    spec = ScenarioSpec.model_validate({
+        "name": "shared-prices", "model": "qwen3-235b-a22b", "runtime": "vllm", "gpu": "h200",
+        "deployment": {"tp": 8},
+        "workload": {"num_requests": 8, "input_len": 64, "output_len": 8, "range_ratio": 1.0, "seed": 0}})
+    monkeypatch.setattr(timing, "_shared_costs", {})
+    first = simulate(spec, summary_only=True).summary
+    priced = len(timing._shared_costs[gpu("h200")])
+    assert priced > 0
+    calls = []
+    real = cost_mod.CostModel.cost
+    monkeypatch.setattr(cost_mod.CostModel, "cost", lambda self, k, env=cost_mod.DEFAULT_ENV: calls.append(k)
+                        or real(self, k, env))
+    assert simulate(spec, summary_only=True).summary == first
+    shared = len(calls)  # the plan's own set-up prices (not the engine's Timing) are all that is priced again
+    assert len(timing._shared_costs[gpu("h200")]) == priced
+    calls.clear()
+    monkeypatch.setattr(timing, "_shared_costs", {})
+    assert simulate(spec, summary_only=True).summary == first
+    assert len(calls) == shared + priced  # a run without the memo prices every one of them again
+
+
+def test_the_shared_price_memo_starts_afresh_past_its_bound(monkeypatch: Any) -> None:
+    g = gpu("h200")
+    monkeypatch.setattr(timing, "_shared_costs", {})
+    monkeypatch.setattr(timing, "SHARED_COSTS_MAX", 2)
+    model, costs = timing.default_costs(g)
+    k = Kernel("k", "stage", "elementwise", 1.0, 1.0)
+    for i in range(3):
+        costs[(Kernel(f"k{i}", "stage", "elementwise", 1.0, 1.0), timing.PLAIN_ENV)] = model.cost(k)
+    assert isinstance(model, CostModel) and timing.default_costs(g)[1] == {}
+    assert timing.default_costs(g)[1] is costs  # the same memo, emptied

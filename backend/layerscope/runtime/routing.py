@@ -240,10 +240,18 @@ def scenario_traffic(spec: ScenarioSpec, model: ModelConfig) -> ExpertTraffic | 
     if not model.is_moe:
         return None
     w = spec.workload
-    routing = parse_routing(w.routing if w is not None else DEFAULT_ROUTING)
+    text = w.routing if w is not None else DEFAULT_ROUTING
     ep = spec.deployment.ep if spec.deployment is not None else 1
-    return ExpertTraffic(routing, model.num_experts, model.num_experts_per_tok, model.num_hidden_layers, ep,
-                         w.seed if w is not None else spec.seed)
+    args = (model.num_experts, model.num_experts_per_tok, model.num_hidden_layers, ep,
+            w.seed if w is not None else spec.seed)
+    if text.startswith("file:"):  # read afresh: the file may have changed
+        return ExpertTraffic(parse_routing(text), *args)
+    return _shared_traffic(text, *args)
+
+
+@lru_cache(maxsize=64)  # pure in its arguments: a process's runs of one routing share its per-step-size draws
+def _shared_traffic(text: str, num_experts: int, top_k: int, layers: int, ep: int, seed: int) -> ExpertTraffic:
+    return ExpertTraffic(parse_routing(text), num_experts, top_k, layers, ep, seed)
 
 
 __all__ = ["DEFAULT_ROUTING", "ROUTING_PATTERN", "ExpertLoad", "ExpertTraffic", "Routing", "RoutingError",

@@ -41,7 +41,6 @@ from layerscope.events import (
     SummaryEvent,
     trusted_event,
 )
-from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
@@ -64,7 +63,7 @@ from layerscope.runtime.routing import scenario_traffic
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
 from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.sharded import ShardedRuntime, deployed
-from layerscope.runtime.timing import COPY, Timing
+from layerscope.runtime.timing import COPY, Timing, default_costs
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
 
@@ -114,7 +113,8 @@ class ServingEngine:
         self.events: list[Any] = []
         self.metrics = ServingMetrics() if summary_only else None  # fed directly when no events are kept
         self._emit = _drop if summary_only else self.events.append  # type: ignore[assignment]
-        self.timing = Timing(CostModel(self.gpu), None if summary_only else self.events.append)
+        cost_model, costs = default_costs(self.gpu)  # prices memoised across the process's runs on this GPU
+        self.timing = Timing(cost_model, None if summary_only else self.events.append, costs)
         if isinstance(self.plan, ShardedRuntime):
             self.plan.price = self.timing.cost  # one memoised price per kernel for the plan and the launches
         self.stats = ServingStats()

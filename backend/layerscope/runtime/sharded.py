@@ -143,8 +143,10 @@ class ShardedRuntime(RuntimePlan):
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
         ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
-        prefill = any(n > 1 or ctx == 0 for n, ctx in batch)
-        return self._finish(model, ks, sum(map(itemgetter(0), batch)), prefill)
+        tokens = sum(map(itemgetter(0), batch))
+        # a prefill: a sequence of more than one token (every n >= 1), or one with no context (C-speed scans)
+        prefill = tokens > len(batch) or 0 in map(itemgetter(1), batch)
+        return self._finish(model, ks, tokens, prefill)
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a

@@ -15,19 +15,36 @@ from typing import Any
 
 from layerscope.events import KernelEvent, trusted_event
 from layerscope.hardware.cost import CostModel
+from layerscope.hardware.gpus import GPU
 from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 
 COPY = "copy"
 PLAIN_ENV = CostEnv()
+# Prices kept per GPU across runs of its default cost model (a server's, a sweep worker's, a bench's repeated runs
+# price the same shapes); a 500-request run prices ~14k, ~1-2 KB each with their kernels; past this many the memo
+# starts afresh at the next run (bounded memory: tens of MB).
+SHARED_COSTS_MAX = 50_000
+_shared_costs: dict[GPU, dict[tuple[Kernel, CostEnv], KernelCost]] = {}
+
+
+def default_costs(gpu: GPU) -> tuple[CostModel, dict[tuple[Kernel, CostEnv], KernelCost]]:
+    """The GPU's default cost model and the prices it has given in this process (pure in kernel and env: the
+    model's constants are module constants)."""
+    costs = _shared_costs.setdefault(gpu, {})
+    if len(costs) > SHARED_COSTS_MAX:
+        costs.clear()
+    return CostModel(gpu), costs
 
 
 class Timing:
-    def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None) -> None:
-        """`emit` None: a run that keeps no events (a summary-only serving run) builds no kernel events."""
+    def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None,
+                 costs: dict[tuple[Kernel, CostEnv], KernelCost] | None = None) -> None:
+        """`emit` None: a run that keeps no events (a summary-only serving run) builds no kernel events. `costs`: the
+        memo of `cost_model`'s prices to use (default_costs'), else one of this Timing's own."""
         self.cost_model = cost_model
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
-        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {}
+        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {} if costs is None else costs
         self._by_id: dict[int, tuple[Kernel, KernelCost, dict[str, Any]]] = {}
         self._fields: dict[int, tuple[KernelCost, dict[str, Any]]] = {}  # a cost's kernel-event fields, by id
 

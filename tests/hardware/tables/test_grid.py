@@ -67,3 +67,18 @@ def test_a_glitch_off_both_neighbours_takes_their_median_before_the_running_mini
     assert g(("k",), (2.0,)) == pytest.approx(20.0) and g(("k",), (1.0,)) == pytest.approx(10.0)
     steps = [(("k",), (x,), t) for x, t in zip(xs, (10.0, 12.0, 13.0, 30.0, 31.0), strict=True)]  # a real step
     assert Grid.build(steps, monotone=0)(("k",), (8.0,)) == pytest.approx(30.0)
+
+
+def test_a_keys_cells_are_built_when_it_is_first_read_and_match_a_grid_of_that_key_alone() -> None:
+    rows = power_law_rows(("a",)) + [(("b",), x, us * 2) for _, x, us in power_law_rows()]
+    g = Grid.build(rows, monotone=0)
+    assert g._cells == {}  # nothing built until a key is read
+    assert g.keys() == [("a",), ("b",)]
+    assert g(("b",), (8, 4)) == Grid.build(rows[12:], monotone=0)(("b",), (8, 4))
+    assert list(g._cells) == [("b",)]  # the other key is never built
+    assert g(("c",), (8, 4)) is None and g.axes(("c",)) is None
+
+
+def test_rows_with_a_non_positive_or_nan_coordinate_are_left_out() -> None:
+    g = Grid.build([*power_law_rows(), (("a",), (0.0, 8.0), 1.0), (("a",), (4.0, math.nan), 1.0)])
+    assert g.axes(("a",)) == ((1.0, 4.0, 16.0, 64.0), (2.0, 8.0, 32.0))

@@ -37,40 +37,42 @@ class _Cells:
 
 
 class Grid:
-    def __init__(self, cells: dict[Key, _Cells]) -> None:
-        self._cells = cells
+    """Each key's cells are built the first time that key is read: a run reads a few keys of a table."""
+
+    def __init__(self, points: dict[Key, dict[Point, list[float]]], monotone: int | None = None) -> None:
+        self._points = points
+        self._monotone = monotone
+        self._cells: dict[Key, _Cells | None] = {}
 
     @classmethod
     def build(cls, rows: Iterable[tuple[Key, Point, float]], monotone: int | None = None) -> Grid:
         """Rows measured more than once at the same point keep their median."""
         points: dict[Key, dict[Point, list[float]]] = {}
         for key, x, us in rows:
-            if us > 0 and all(v > 0 for v in x):
-                points.setdefault(key, {}).setdefault(tuple(float(v) for v in x), []).append(us)
-        cells = {}
-        for key, by_point in points.items():
-            dims = len(next(iter(by_point)))
-            axes = tuple(tuple(sorted({p[d] for p in by_point})) for d in range(dims))
-            index = [{v: i for i, v in enumerate(a)} for a in axes]
-            log_us = {}
-            for p, ts in by_point.items():
-                ts = sorted(ts)
-                log_us[tuple(index[d][p[d]] for d in range(dims))] = math.log(ts[len(ts) // 2])
-            if monotone is not None:
-                _despike(log_us, monotone)
-                _running_min(log_us, monotone)
-            cells[key] = _Cells(axes, tuple(tuple(math.log(v) for v in a) for a in axes), log_us)
-        return cls(cells)
+            x = tuple(map(float, x))
+            if us > 0 and all(map((0.0).__lt__, x)):  # every coordinate positive (NaN is not)
+                points.setdefault(key, {}).setdefault(x, []).append(us)
+        return cls(points, monotone)
+
+    def _cell(self, key: Key) -> _Cells | None:
+        try:
+            return self._cells[key]
+        except KeyError:
+            pass
+        by_point = self._points.get(key)
+        cell = None if by_point is None else _build_cells(by_point, self._monotone)
+        self._cells[key] = cell
+        return cell
 
     def keys(self) -> list[Key]:
-        return list(self._cells)
+        return list(self._points)
 
     def axes(self, key: Key) -> tuple[tuple[float, ...], ...] | None:
-        c = self._cells.get(key)
+        c = self._cell(key)
         return None if c is None else c.axes
 
     def __call__(self, key: Key, x: Sequence[float]) -> float | None:
-        c = self._cells.get(key)
+        c = self._cell(key)
         if c is None or len(x) != len(c.axes):
             return None
         brackets = []  # per dimension: [(index, weight), ...]
@@ -92,6 +94,20 @@ class Grid:
             w = math.prod(wt for _, wt in corner)
             total += w * y
         return math.exp(total)
+
+
+def _build_cells(by_point: dict[Point, list[float]], monotone: int | None) -> _Cells:
+    dims = len(next(iter(by_point)))
+    axes = tuple(tuple(sorted({p[d] for p in by_point})) for d in range(dims))
+    index = [{v: i for i, v in enumerate(a)} for a in axes]
+    log_us = {}
+    for p, ts in by_point.items():
+        ts = sorted(ts)
+        log_us[tuple(index[d][p[d]] for d in range(dims))] = math.log(ts[len(ts) // 2])
+    if monotone is not None:
+        _despike(log_us, monotone)
+        _running_min(log_us, monotone)
+    return _Cells(axes, tuple(tuple(math.log(v) for v in a) for a in axes), log_us)
 
 
 def _despike(log_us: dict[tuple[int, ...], float], d: int) -> None:

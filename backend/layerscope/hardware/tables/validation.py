@@ -7,13 +7,11 @@ bounds (median <= 8%, p90 <= 20%).
 
 from __future__ import annotations
 
-import csv
-import gzip
 from dataclasses import dataclass
 
 import numpy as np
 
-from layerscope.hardware.tables import _LAYOUT, DATA, HOST_BOUND, SWEPT, manifest
+from layerscope.hardware.tables import HOST_BOUND, SWEPT, manifest, read_rows
 from layerscope.hardware.tables.grid import Grid
 
 
@@ -32,9 +30,7 @@ class HeldOut:
 
 
 def rows(system: str, op: str) -> list[tuple[tuple, tuple[float, ...], float]]:
-    key_of, x_of = _LAYOUT[op]
-    with gzip.open(DATA / f"{system}/{op}.csv.gz", "rt") as f:
-        return [(key_of(r), tuple(float(r[c]) for c in x_of), float(r["us"])) for r in csv.DictReader(f)]
+    return [(key, x, us) for key, x, us, _ in read_rows(system, op)]
 
 
 def held_out_rows(system: str, op: str) -> list[tuple[str, tuple, tuple[float, ...], float, float | None]]:
