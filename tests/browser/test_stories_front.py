@@ -168,6 +168,20 @@ def test_the_broken_axis_squeezes_only_true_one_offs_with_labels_from_the_data(p
     assert page.problems == []
 
 
+
+def test_the_one_off_label_of_the_decode_latency_stays_inside_the_plot(page, server_url: str) -> None:
+    """allocator-off-long-context: step 0's point is the plot's tallest, so its label hangs below it (above, the
+    plot's top edge cut it off); in article-vs-real run B is far taller, so A's label stays above, off the ticks."""
+    for name, below in (("allocator-off-long-context", True), ("article-vs-real", False)):
+        open_scenario(page, server_url, name)
+        page.wait("(document.getElementById('latency-plot').data || []).length > 0", timeout_s=60)
+        notes = page.js(
+            "document.getElementById('latency-plot').layout.annotations"
+            ".filter(a => (a.text || '').includes('one-off, not drawn')).map(a => a.ay)"
+        )
+        assert notes == [30 if below else -30], (name, notes)
+    assert page.problems == []
+
 def test_a_link_is_a_moment_and_back_returns_to_the_previous_preset(page, server_url: str) -> None:
     open_scenario(page, server_url, "article-vs-real", "&t=3000&x0=1000&x1=5000&kernel=A5&step=2")
     page.wait(f"{STORE}.t === 3000")
