@@ -182,6 +182,24 @@ def test_the_one_off_label_of_the_decode_latency_stays_inside_the_plot(page, ser
         assert notes == [30 if below else -30], (name, notes)
     assert page.problems == []
 
+
+def test_run_bs_latency_marks_and_the_sla_label_stay_inside_their_pane_apart(page, server_url: str) -> None:
+    """serving-long-prompt-itl: B's p99 TTFT (2452 ms) sits at the right edge of its pane; its label reads leftwards
+    instead of running into the TPOT pane, and the SLA label is not drawn at B's p50 label's height."""
+    open_serving(page, server_url)
+    boxes = page.js(
+        "(() => { const el = document.getElementById('latdist-plot'); const fl = el._fullLayout;"
+        " return [...el.querySelectorAll('.annotation')].map((n, i) => { const a = fl.annotations[i];"
+        " const ax = fl[a.xref.replace('x', 'xaxis')]; const r = n.getBoundingClientRect();"
+        " const left = el.getBoundingClientRect().left + ax._offset;"
+        " return [a.text, a.y, r.left >= left - 2 && r.right <= left + ax._length + 2]; }); })()"
+    )
+    assert boxes and all(inside for _, _, inside in boxes), boxes
+    sla_heights = {y for text, y, _ in boxes if text.startswith("SLA")}
+    b_heights = {y for text, y, _ in boxes if text.startswith("B ")}
+    assert sla_heights and not sla_heights & b_heights
+    assert page.problems == []
+
 def test_a_link_is_a_moment_and_back_returns_to_the_previous_preset(page, server_url: str) -> None:
     open_scenario(page, server_url, "article-vs-real", "&t=3000&x0=1000&x1=5000&kernel=A5&step=2")
     page.wait(f"{STORE}.t === 3000")
