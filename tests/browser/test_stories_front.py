@@ -198,6 +198,7 @@ def test_run_bs_latency_marks_and_the_sla_label_stay_inside_their_pane_apart(pag
     sla_heights = {y for text, y, _ in boxes if text.startswith("SLA")}
     b_heights = {y for text, y, _ in boxes if text.startswith("B ")}
     assert sla_heights and not sla_heights & b_heights
+    assert page.page.get_by_test_id("log-empty").is_visible()  # a run without faults: the events panel says so
     assert page.problems == []
 
 def test_a_link_is_a_moment_and_back_returns_to_the_previous_preset(page, server_url: str) -> None:
