@@ -108,7 +108,7 @@ export class LatencyView {
     }
     if (!traces.length) annotations.push({ text: "no decode steps in this run", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 });
     const layout = plotLayout({
-      margin: { l: 56, r: 10, t: 12, b: 40 },
+      margin: { l: 56, r: 10, t: ax.gaps.length ? 22 : 12, b: 40 }, // room above for the broken axis's labels
       xaxis: ax.xaxis(),
       yaxis: { title: { text: `${unit} / step` }, rangemode: "tozero" },
       shapes,
