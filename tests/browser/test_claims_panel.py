@@ -62,3 +62,23 @@ def test_a_one_request_preset_leads_with_its_claims_and_no_header_breaks(browser
         assert page.problems == []
     finally:
         ctx.close()
+
+
+def test_a_two_run_claims_table_fits_its_panel_at_1280_with_each_verdict_shown(browser, server_url: str) -> None:
+    from browser_helpers import Page
+
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    try:
+        page = Page(ctx.new_page())
+        open_preset(page, server_url, "article-vs-real")
+        page.page.locator(".claims-rest summary").click()
+        widths = page.js("[...document.querySelectorAll('#claims-body table')]"
+                         ".map(t => [t.scrollWidth, t.parentElement.clientWidth])")
+        assert widths and all(w <= room + 1 for w, room in widths), widths  # no column scrolled out of the panel
+        rows = page.js("[...document.querySelectorAll('[data-testid=claims-table] tbody tr')]"
+                       ".map(r => [r.dataset.verdict, r.cells[0].innerText])")
+        assert rows and all(v.split("-")[0] in text for v, text in rows), rows  # the verdict sits under its claim
+        assert page.js(HEADERS_ON_ONE_LINE)
+        assert page.problems == []
+    finally:
+        ctx.close()

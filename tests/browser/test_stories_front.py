@@ -168,6 +168,46 @@ def test_the_broken_axis_squeezes_only_true_one_offs_with_labels_from_the_data(p
     assert page.problems == []
 
 
+
+def test_the_one_off_label_of_the_decode_latency_stays_inside_the_plot(page, server_url: str) -> None:
+    """allocator-off-long-context: step 0's point is the plot's tallest, so its label hangs below it (above, the
+    plot's top edge cut it off); in article-vs-real run B is far taller, so A's label stays above, off the ticks."""
+    for name, below in (("allocator-off-long-context", True), ("article-vs-real", False)):
+        open_scenario(page, server_url, name)
+        page.wait("(document.getElementById('latency-plot').data || []).length > 0", timeout_s=60)
+        notes = page.js(
+            "document.getElementById('latency-plot').layout.annotations"
+            ".filter(a => (a.text || '').includes('one-off, not drawn')).map(a => a.ay)"
+        )
+        assert notes == [30 if below else -30], (name, notes)
+    open_scenario(page, server_url, "decode-pulses")  # its switch-over breaks the axis: the break's label is not cut
+    tops = page.js(
+        "['memory-plot', 'latency-plot'].map(id => { const el = document.getElementById(id);"
+        " return [...el.querySelectorAll('.annotation')].filter(n => n.textContent.startsWith('//'))"
+        ".map(n => n.getBoundingClientRect().top - el.getBoundingClientRect().top); })"
+    )
+    assert all(t and min(t) >= 0 for t in tops), tops
+    assert page.problems == []
+
+
+def test_run_bs_latency_marks_and_the_sla_label_stay_inside_their_pane_apart(page, server_url: str) -> None:
+    """serving-long-prompt-itl: B's p99 TTFT (2452 ms) sits at the right edge of its pane; its label reads leftwards
+    instead of running into the TPOT pane, and the SLA label is not drawn at B's p50 label's height."""
+    open_serving(page, server_url)
+    boxes = page.js(
+        "(() => { const el = document.getElementById('latdist-plot'); const fl = el._fullLayout;"
+        " return [...el.querySelectorAll('.annotation')].map((n, i) => { const a = fl.annotations[i];"
+        " const ax = fl[a.xref.replace('x', 'xaxis')]; const r = n.getBoundingClientRect();"
+        " const left = el.getBoundingClientRect().left + ax._offset;"
+        " return [a.text, a.y, r.left >= left - 2 && r.right <= left + ax._length + 2]; }); })()"
+    )
+    assert boxes and all(inside for _, _, inside in boxes), boxes
+    sla_heights = {y for text, y, _ in boxes if text.startswith("SLA")}
+    b_heights = {y for text, y, _ in boxes if text.startswith("B ")}
+    assert sla_heights and not sla_heights & b_heights
+    assert page.page.get_by_test_id("log-empty").is_visible()  # a run without faults: the events panel says so
+    assert page.problems == []
+
 def test_a_link_is_a_moment_and_back_returns_to_the_previous_preset(page, server_url: str) -> None:
     open_scenario(page, server_url, "article-vs-real", "&t=3000&x0=1000&x1=5000&kernel=A5&step=2")
     page.wait(f"{STORE}.t === 3000")

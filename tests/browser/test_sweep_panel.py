@@ -38,6 +38,8 @@ def test_the_panel_opens_with_the_presets_grid_which_runs_with_labelled_points(p
     assert sorted(labels) == sorted(trace["text"])  # drawn on the plot, not only in the hover
     if sweep.get("metric"):
         assert page.js("document.getElementById('sweep-plot').layout.yaxis.title.text").startswith("prefill")
+        ticks = page.js("[...document.querySelectorAll('#sweep-plot .xtick text')].map(n => n.textContent)")
+        assert ticks == [str(v) for v in sweep["grid"][field]]  # the grid's values, not Plotly's 1000, 2, 3 ... 9
     assert page.problems == []
 
 

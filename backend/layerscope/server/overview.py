@@ -53,7 +53,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "step": ("t_us", "index", "start_us", "dur_us", "model_dur_us", "num_seqs", "prefill_tokens", "decode_tokens",
              "token_budget", "request_ids", "num_tokens", "cached_blocks"),
     "request": ("t_us", "request_id", "what", "input_len", "output_len", "num_computed_tokens", "num_output_tokens",
-                "frontend_us"),
+                "frontend_us"),  # the front-of-engine time the client adds to every token (serving.js Request)
     "deployment": ("t_us", "gpu", "num_gpus", "tp", "ep", "moe_tp", "weight_dtype", "kv_dtype",
                    "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu"),
     "page_alloc": ("t_us", "owner", "phase", "logical", "banks", "slots", "request_id"),

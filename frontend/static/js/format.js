@@ -29,6 +29,16 @@ export function flops(v) {
   return `${v.toFixed(2)} ${units[i]}FLOP`;
 }
 
+// A measured figure as a reader quotes it: four significant digits, integers and non-numbers as they are
+// (a tour check's "whole run: 10.21", never "10.212078139806106").
+export function figure(v) {
+  // a ratio over zero (page-hint-jitter's migrations/0), which JSON carries as the string "Infinity"
+  if (v === Infinity || v === "Infinity") return "∞";
+  if (v === -Infinity || v === "-Infinity") return "−∞";
+  if (typeof v !== "number" || !Number.isFinite(v) || Number.isInteger(v)) return String(v);
+  return String(+v.toPrecision(4));
+}
+
 export function pct(v) {
   return Number.isFinite(v) ? `${(v * 100).toFixed(0)}%` : "–";
 }

@@ -7,6 +7,7 @@
 
 import { esc } from "../format.js";
 
+const VERDICT_HEAD = "; consistent, off (how many times apart), not-exercised, not-stated, input or setting; hover a row for the physical explanation";
 const VERDICT_CLASS = { consistent: "ok", off: "off" };
 const VERDICT_TITLE = {
   consistent: "within the claim's tolerance",
@@ -46,13 +47,17 @@ function claimsTable(claims, other, two, labels, testid) {
       const verdict = String(c.verdict || "");
       const cls = VERDICT_CLASS[verdict] || "na";
       const factor = typeof c.factor === "number" && isFinite(c.factor) ? ` (${c.factor.toPrecision(3)}x)` : "";
-      const cell = (v, col = "") => `<td class="num"${col ? ` data-col="${col}"` : ""}>${esc(fmt(v))}${v === null || v === undefined ? "" : ` ${esc(c.unit || "")}`}</td>`;
+      // the unit once, under the claim: a number per column keeps the two-run table inside the side column
+      const cell = (v, col = "") => `<td class="num"${col ? ` data-col="${col}"` : ""}>${esc(fmt(v))}</td>`;
+      const unit = c.unit ? ` <span class="unit">(${breakable(c.unit)})</span>` : "";
       const title = `${c.explanation || ""}${c.setting ? `\nSimulated in: ${c.setting}` : ""}`;
       const b = other.get(c.id);
+      const said = `class="${cls}" title="${esc(VERDICT_TITLE[verdict] || "")}">${breakable(verdict + factor)}`;
+      // two runs: the verdict sits under the claim, so six columns of figures fit the side column at 1280 px
       return (
-        `<tr title="${esc(title)}" data-verdict="${esc(verdict)}"><td>${esc(c.claim)}</td>` +
+        `<tr title="${esc(title)}" data-verdict="${esc(verdict)}"><td>${breakable(c.claim)}${unit}${two ? `<br><span ${said}</span>` : ""}</td>` +
         `${cell(c.stated)}${cell(c.simulated)}${cell(c.run, "a")}${two ? cell(b ? b.run : null, "b") : ""}` +
-        `<td class="${cls}" title="${esc(VERDICT_TITLE[verdict] || "")}">${esc(verdict + factor)}</td></tr>`
+        `${two ? "" : `<td ${said}</td>`}</tr>`
       );
     })
     .join("");
@@ -62,13 +67,12 @@ function claimsTable(claims, other, two, labels, testid) {
     : '<th title="The same figure in the run on screen (simulated at full size)">this run</th>';
   return (
     `<table data-testid="${testid}">` +
-    `<colgroup><col class="c-claim"><col class="c-v"><col class="c-v"><col class="c-v">${two ? '<col class="c-v">' : ""}<col class="c-verdict"></colgroup>` +
-    '<thead><tr><th title="What the article states">claim</th><th title="The article\'s figure">stated</th>' +
+    `<colgroup><col class="c-claim"><col class="c-v"><col class="c-v"><col class="c-v">${two ? '<col class="c-v">' : '<col class="c-verdict">'}</colgroup>` +
+    `<thead><tr><th title="What the article states${two ? VERDICT_HEAD : ""}">${two ? "claim, verdict" : "claim"}</th><th title="The article's figure">stated</th>` +
     '<th title="Simulated at full size in the claim\'s own setting: the article\'s (a probe run) for the figures it ' +
     'measured there, else this run; hover a row for the setting">simulated</th>' +
     runHeads +
-    '<th title="consistent, off (how many times apart), not-exercised, not-stated, input or setting; hover a row for ' +
-    `the physical explanation">verdict</th></tr></thead><tbody>${rows}</tbody></table>`
+    `${two ? "" : `<th title="${VERDICT_HEAD.slice(2)}">verdict</th>`}</tr></thead><tbody>${rows}</tbody></table>`
   );
 }
 
@@ -97,7 +101,14 @@ function sloTable(runs, slaMs) {
   );
 }
 
+// escaped text that may wrap after a hyphen or a slash ("not-exercised", "bits/weight"), never mid-word
+function breakable(s) {
+  return esc(s).replace(/([-/])/g, "$1<wbr>");
+}
+
 function fmt(v) {
   if (v === null || v === undefined) return "—";
-  return typeof v === "number" ? (Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3)) : v;
+  if (typeof v !== "number") return v;
+  if (v !== 0 && Math.abs(v) < 1e-3) return v.toExponential(2); // 4.53e-5, not 0.0000453
+  return Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(3);
 }

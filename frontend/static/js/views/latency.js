@@ -52,6 +52,7 @@ export class LatencyView {
     const shapes = [...ax.breaks(this.el.clientWidth).shapes];
     const annotations = [...ax.breaks(this.el.clientWidth).annotations];
     let sla = null;
+    let top = 0; // the tallest step of every run: the plot's y extent (rangemode tozero)
     for (const run of s.runs) {
       const d = run.decode_step;
       if (!d.length) continue;
@@ -62,13 +63,14 @@ export class LatencyView {
       const rx = ax.of(run); // a run on another clock has its own mapping (axis.js)
       const x = d.map((e) => rx.toX(e.t_us));
       const y = d.map(val);
+      top = Math.max(top, ...y);
       if (!model) for (const [step, extra] of [...once].filter(([, v]) => v > 0.2 * Math.max(...y)).slice(0, 1)) {
         const i = d.findIndex((e) => e.step === step);
         if (i < 0 || run.role !== "main") continue;
         const [v0, v1] = ax.shown();
         const right = (x[i] - v0) / Math.max(v1 - v0, 1e-9) > 0.55; // keep the label inside the plot
         annotations.push({
-          x: x[i], y: y[i], ax: right ? -40 : 40, ay: -30, // above the point: never over the axis ticks
+          x: x[i], y: y[i], ax: right ? -40 : 40, ay: -30, oneOff: true, // above the point: never over the axis ticks
           xanchor: right ? "right" : "left", text: `step ${step}: +${us(extra)} one-off, not drawn`,
           hovertext: "a whole-model one-off cost (the prefill→decode switch-over), shown apart so it does not squeeze the steps", font: { size: 10, color: RUN.main }, arrowcolor: RUN.main, arrowsize: 0.6,
         });
@@ -98,13 +100,15 @@ export class LatencyView {
       }
       sla = d[0].sla_us / 1e3;
     }
+    // a one-off's label goes below a point in the top of the plot (above it, it would be cut off by the plot's edge)
+    for (const a of annotations) if (a.oneOff && a.y > 0.7 * top) a.ay = 30;
     if (model && sla !== null) {
       shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: sla, y1: sla, line: { color: SERIES.sla, dash: "dash", width: 1.2 } });
       annotations.push({ xref: "paper", x: 0, xanchor: "left", y: sla, yanchor: "bottom", showarrow: false, text: `SLA ${sla} ms (whole model)`, font: { size: 10, color: SERIES.sla } });
     }
     if (!traces.length) annotations.push({ text: "no decode steps in this run", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 });
     const layout = plotLayout({
-      margin: { l: 56, r: 10, t: 12, b: 40 },
+      margin: { l: 56, r: 10, t: ax.gaps.length ? 22 : 12, b: 40 }, // room above for the broken axis's labels
       xaxis: ax.xaxis(),
       yaxis: { title: { text: `${unit} / step` }, rangemode: "tozero" },
       shapes,

@@ -113,6 +113,7 @@ export class LatencyDistView {
       // one set of bins for both runs, so A's bars and B's outline read on one scale
       const both = foB ? [...sorted, ...sortedB].sort((a, b) => a - b) : sorted;
       const b = binsOf(both, Math.max(fo.p99[p.key][n], Number.isFinite(p99B) ? p99B : 0) || 0, p.sla && sla);
+      const xEnd = Math.max(b.end, p.sla && sla ? sla * 1.1 : 0); // the pane's x range
       const bin = Int16Array.from(values, (v) => binOf(b, v));
       const whole = new Array(BINS).fill(0);
       for (const j of bin) if (j >= 0) whole[j] += 1;
@@ -128,13 +129,13 @@ export class LatencyDistView {
       const top = Math.max(1, ...whole, ...(foB ? wholeB : []));
       layout[`xaxis${ax}`] = {
         domain: dom(i), anchor: `y${ax}`, gridcolor: THEME.grid, zeroline: false, title: { text: narrow ? "" : `${p.title} (ms)`, standoff: 2 },
-        range: [0, Math.max(b.end, p.sla && sla ? sla * 1.1 : 0)],
+        range: [0, xEnd],
       };
       // fixed from the whole run, so the finished-so-far bars grow into it
       layout[`yaxis${ax}`] = { domain: ydom(i), anchor: `x${ax}`, gridcolor: THEME.grid, range: [0, top * 1.12], fixedrange: true };
       if (p.sla && sla) {
         shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: sla, x1: sla, y0: 0, y1: 1, line: { color: SERIES.sla, width: 1.5, dash: "dash" } });
-        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: sla, y: 0.7, text: `SLA ${sla}`, showarrow: false, xanchor: "left", font: { size: 10, color: SERIES.sla }, bgcolor: THEME.panel });
+        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: sla, y: 0.42, text: `SLA ${sla}`, showarrow: false, xanchor: "left", font: { size: 10, color: SERIES.sla }, bgcolor: THEME.panel });
       }
       traces.push({
         type: "bar", name: foB ? `A ${p.title}` : p.title, meta: p.key, x, y: whole, width: b.size * 0.95, xaxis: `x${ax}`, yaxis: `y${ax}`, opacity: GHOST,
@@ -156,7 +157,9 @@ export class LatencyDistView {
       for (const [q, v, y, dash] of [["p50", stB.p50, 0.7, "solid"], ["p99", stB.p99, 0.56, "dot"]]) {
         if (!Number.isFinite(v)) continue;
         shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: v, x1: v, y0: 0, y1: 1, line: { color: colB, width: 1.5, dash } });
-        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, text: `B ${q} ${fmt(v)}`, showarrow: false, xanchor: "left", font: { size: 10, color: colB }, bgcolor: THEME.panel });
+        // past the middle of the pane the label reads leftwards from its line, inside the pane (as A's do)
+        const side = v > 0.55 * xEnd ? "right" : "left";
+        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, text: `B ${q} ${fmt(v)}`, showarrow: false, xanchor: side, font: { size: 10, color: colB }, bgcolor: THEME.panel });
       }
     });
     layout.shapes = shapes;

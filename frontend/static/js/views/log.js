@@ -37,6 +37,14 @@ export class LogView {
     if (stamp === this.drawn) return false;
     this.drawn = stamp;
     const items = this.store.log.slice(-MAX_LINES).reverse();
+    if (!items.length) { // an empty panel says what would appear in it, rather than nothing
+      const hint = document.createElement("p");
+      hint.className = "hint";
+      hint.dataset.testid = "log-empty";
+      hint.textContent = "No fault, CRC check, allocation failure or numerics event up to the cursor.";
+      this.el.replaceChildren(hint);
+      return true;
+    }
     this.el.replaceChildren(
       ...items.map((e) => {
         const [text, cls] = line(e);

@@ -53,7 +53,7 @@ export class MemoryView {
       annotations.push({ xref: "paper", x: 1, xanchor: "right", y: thr, yanchor: "bottom", showarrow: false, text: `low-memory threshold ${thr} GiB: chunks shrink below it`, font: { size: 10, color: SERIES.threshold } });
     }
     const layout = plotLayout({
-      margin: { l: 50, r: 10, t: 10, b: 40 },
+      margin: { l: 50, r: 10, t: ax.gaps.length ? 22 : 10, b: 40 }, // room above for the broken axis's labels
       xaxis: ax.xaxis(),
       yaxis: { title: { text: "GiB" }, rangemode: "tozero" },
       shapes,

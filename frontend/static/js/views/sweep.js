@@ -189,7 +189,8 @@ export class SweepView {
     }];
     const layout = plotLayout({
       margin: { l: 60, r: 24, t: 24, b: 36 },
-      xaxis: { title: { text: field, standoff: 2 }, gridcolor: THEME.grid, type: numeric ? "log" : "category" },
+      // a log axis ticked at the grid's own values (Plotly's own log ticks read "1000, 2, 3 ... 9")
+      xaxis: { title: { text: field, standoff: 2 }, gridcolor: THEME.grid, type: numeric ? "log" : "category", ...(numeric ? { tickvals: x, ticktext: x.map(String) } : {}) },
       yaxis: { title: { text: metricTitle(metric) }, gridcolor: THEME.grid, rangemode: "tozero" },
       hovermode: "closest", showlegend: false,
     });

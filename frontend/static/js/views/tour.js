@@ -6,7 +6,7 @@
 // panels, scrolling the first into view. A step's check (against the whole run's summary) is shown once its
 // moment is reached.
 
-import { esc, us } from "../format.js";
+import { esc, figure, us } from "../format.js";
 
 export class Tour {
   constructor(root, store, commands) {
@@ -53,7 +53,7 @@ export class Tour {
     const st = this.steps[i];
     this.index = i;
     document.body.classList.add("touring");
-    this.pos.textContent = `step ${i + 1} / ${this.steps.length} · at ${us(this.stepTime(i))}`;
+    this.pos.textContent = `step ${i + 1} / ${this.steps.length} · at ${us(this.store.axis.clockUs(this.stepTime(i)))}`;
     const reached = this.store.t >= this.stepTime(i) - 1e-6;
     const r = this.results[i];
     const problem = r && r.error ? `<p class="check bad" data-testid="tour-problem">${esc(r.error)}</p>` : "";
@@ -66,7 +66,7 @@ export class Tour {
     if (!r || r.metric === null || r.metric === undefined) return "";
     if (!reached) return '<p class="check pending" data-testid="tour-check-pending">check shown when this step\'s moment is reached</p>';
     const verdict = r.passed ? '<span class="ok">✓ holds in this run</span>' : '<span class="bad">✗ does not hold in this run</span>';
-    return `<p class="check" data-testid="tour-check" title="The step's claim, checked by the server against the whole run's summary">${verdict}: <code>${esc(r.metric)} ${esc(r.op)} ${esc(String(r.expected))}</code> (whole run: ${esc(String(r.actual))})</p>`;
+    return `<p class="check" data-testid="tour-check" title="The step's claim, checked by the server against the whole run's summary">${verdict}: <code>${esc(r.metric)} ${esc(r.op)} ${esc(String(r.expected))}</code> (whole run: ${esc(figure(r.actual))})</p>`;
   }
 
   highlight(ids) {
