@@ -16,7 +16,8 @@ from layerscope.server.app import create_app
 from layerscope.server.settings import Settings
 
 # The run: 10,000 requests in a small pool with max_num_seqs 4096 (estimated at 4,221 steps; ~18 M events).
-# The presets now run at tp 8, where 4 GiB a GPU holds ~90 such requests: a quarter GiB holds a few, as 4 GiB did at tp 1.
+# The presets now run at tp 8, where 4 GiB a GPU holds ~90 such requests: a quarter GiB holds a few, as 4 GiB did
+# at tp 1.
 POOL_DODGE = {"workload.num_requests": 10_000, "workload.input_len": 512, "workload.output_len": 400,
               "free_hbm_gib": 0.25, "scheduler.max_num_seqs": 4096, "workload.max_concurrency": 4096}
 DODGED = "serving-64-h200-tp8"
