@@ -153,7 +153,8 @@ def test_tour_plays_to_each_step_and_highlights(page, server_url: str) -> None:
     page.wait(f"document.getElementById('tour-body').textContent.includes({tour[1]!r})")
     page.wait("!document.body.classList.contains('playing')")
     assert page.js("document.getElementById('timeline').classList.contains('highlight')")
-    assert page.js(f"{STORE}.kernels.some(k => k.stage === 'attention')")
+    # the step lands once the seek's reset frame and the frames after it have arrived
+    page.wait(f"{STORE}.kernels.some(k => k.stage === 'attention')")
     page.page.get_by_test_id("tour-skip").click()
     assert page.js("document.querySelectorAll('.highlight').length") == 0
     speed = page.js("document.querySelector('[data-testid=speed]').value")
