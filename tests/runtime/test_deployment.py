@@ -184,17 +184,18 @@ def test_older_engines_keep_the_cuda_graph_pool_out_of_the_kv_budget() -> None:
 
 
 def test_the_serving_pool_is_the_placements_kv_cache_with_no_second_workspace() -> None:
-    from layerscope.runtime.serving import ServingEngine
+    from layerscope.runtime.recorder import Recorder
+    from layerscope.runtime.serving import ServingInstance
 
     spec = ScenarioSpec(name="pool", gpu="h100-sxm", deployment={"tp": 8},
                         workload={"num_requests": 2, "input_len": 64, "output_len": 2})
-    engine = ServingEngine(spec)
+    engine = ServingInstance(spec, Recorder([]))
     placement = engine.placement
     assert placement is not None
     # the profile run's activation peak is already out of the placement's KV cache: every block of it is a page
     # (but the few that do not fill the last row of the bank map)
     assert placement.kv_blocks - spec.banks < engine.kv.pool.num_pages <= placement.kv_blocks
-    story = ServingEngine(spec.with_overrides({"free_hbm_gib": 10.0}))
+    story = ServingInstance(spec.with_overrides({"free_hbm_gib": 10.0}), Recorder([]))
     assert story.kv.pool.num_pages < int(10.0 * GiB // story.kv.page_bytes)  # a story's free HBM keeps its workspace
 
 

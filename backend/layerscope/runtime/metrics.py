@@ -35,7 +35,7 @@ class _Req:
 
 class ServingMetrics:
     """The replay, fed as the run goes: from its events (serving_metrics) or by the engine itself as its steps
-    finish, when a run keeps no events (ServingEngine(summary_only=True)); the same calls, the same figures."""
+    finish, when a run keeps no events (a summary-only ServingInstance); the same calls, the same figures."""
 
     def __init__(self) -> None:
         self.reqs: dict[int, _Req] = {}

@@ -1,4 +1,5 @@
-"""The run's summary figures (every key is documented in docs/events.md)."""
+"""The run's summary figures (every key is documented in docs/events.md): a one-request run's and a serving run's,
+each opening with its instance's header (Instance.summary_header) and closing with the deployment's figures."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from layerscope.runtime.chunks import GIB
 from layerscope.runtime.deployment import deployment_summary
 from layerscope.runtime.kernels import KernelCost
 from layerscope.runtime.kv.manager import SEQ
+from layerscope.runtime.request import Request
+from layerscope.runtime.serving import ServingInstance
 
 if TYPE_CHECKING:
     from layerscope.runtime.engine import _Engine
@@ -108,3 +111,38 @@ def _shares(phase: str, costs: list[KernelCost]) -> dict[str, float]:
     for c in costs:
         by[c.kernel.stage] = by.get(c.kernel.stage, 0.0) + c.time_us
     return {f"share_{phase}_{k}": round(v / total, 4) for k, v in sorted(by.items())} if total > 0 else {}
+
+
+def serving_summary(instances: list[ServingInstance], metrics: dict[str, float | int],
+                    requests: list[Request]) -> dict[str, float | int | bool | str]:
+    """A serving run's figures: the client's metrics (metrics.py), then the engine's, over its instances (counts
+    summed, maxima taken; the prefix-cache hit rate is each instance's, averaged)."""
+    first, spec = instances[0], instances[0].spec
+    layer_us = [x for inst in instances for x in inst.stats.layer_us]
+    layer = np.asarray(layer_us) if layer_us else np.zeros(1)
+    stats = [inst.stats for inst in instances]
+    out = first.summary_header(first.allocator_name)
+    out.update({
+        "page_size": first.page_size,
+        "num_requests": len(requests),
+        "max_num_batched_tokens": spec.scheduler.max_num_batched_tokens,
+        "max_num_seqs": spec.scheduler.max_num_seqs,
+        "prefix_caching": spec.scheduler.prefix_caching,
+    })
+    out.update(metrics)
+    out.update(first.frontend.summary([r.input_len for r in requests]))
+    out.update({
+        "prefix_cache_hit_rate": round(sum(inst.cache.hit_rate for inst in instances) / len(instances), 4),
+        "num_steps": sum(inst.num_steps for inst in instances),
+        "max_step_tokens": max(st.max_step_tokens for st in stats),
+        "max_step_seqs": max(st.max_step_seqs for st in stats),
+        "step_layer_mean_us": round(float(layer.mean()), 3),
+        "step_layer_p99_us": round(float(np.percentile(layer, 99)), 3),
+        "migrations": sum(st.migrations for st in stats),
+        "prefix_cache_evictions": sum(st.cache_evictions for st in stats),
+        "pool_pages": first.kv.pool.num_pages,
+        "peak_hbm_used_gib": round(max(inst.peak_used_bytes for inst in instances) / GIB, 3),
+        "max_rel_error": float(f"{max(st.max_rel_error for st in stats):.3g}"),
+    })
+    out.update(deployment_summary(spec, first.placement))
+    return out

@@ -1,0 +1,79 @@
+"""The recorder: where an instance's events go, typed in one place.
+
+Every instance of a run appends to the run's one event list (the loop sorts it by time at the end, stably: ties
+keep the order events were made), or, in a summary-only run (`layerscope bench`, `sweep`), to nowhere: it then
+feeds the run's ServingMetrics directly instead. The hottest events (a serving run's requests, pages, steps and
+memory snapshots) are built with trusted_event: every field typed here, in declaration order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from layerscope.events import (
+    BanksEvent,
+    MemoryEvent,
+    PageAllocEvent,
+    PageEvictEvent,
+    PageFreeEvent,
+    RequestEvent,
+    StepEvent,
+    trusted_event,
+)
+from layerscope.runtime.metrics import ServingMetrics
+from layerscope.runtime.request import Request
+
+
+def _drop(event: Any) -> None:
+    """Where a summary-only run's rare events go (phases, migrations, numerics): nowhere."""
+
+
+class Recorder:
+    """`events` None: a summary-only run, whose metrics are fed as its steps finish (`metrics`)."""
+
+    def __init__(self, events: list[Any] | None, instance: int = 0, metrics: ServingMetrics | None = None) -> None:
+        self.events = events
+        self.keeps = events is not None
+        self.emit: Callable[[Any], None] = events.append if events is not None else _drop
+        self.instance = instance
+        self.metrics = metrics if events is None else None
+
+    def request(self, req: Request, what: str, t: float, frontend_us: float = 0.0) -> None:
+        self.emit(trusted_event(RequestEvent, {  # four a request
+            "t_us": float(t), "kind": "request", "request_id": req.request_id, "what": what, "input_len": req.input_len,
+            "output_len": req.output_len, "num_computed_tokens": req.num_computed_tokens,
+            "num_output_tokens": req.num_output_tokens, "frontend_us": float(frontend_us)}))
+
+    def request_pages(self, t: float, rid: int, phase: str, first: int, banks: list[int], slots: list[int]) -> None:
+        """Pages a request's block table gained, from logical page `first` on (thousands a run)."""
+        self.emit(trusted_event(PageAllocEvent, {
+            "t_us": float(t), "kind": "page_alloc", "owner": f"req{rid}", "phase": phase,
+            "logical": list(range(first, first + len(banks))), "banks": banks, "slots": slots, "request_id": rid}))
+
+    def pages_freed(self, t: float, rid: int | None, where: list[tuple[int, int]]) -> None:
+        self.emit(PageFreeEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where], slots=[s for _, s in where],
+                                request_id=rid))
+
+    def pages_evicted(self, t: float, owner: str, where: list[tuple[int, int]], page_bytes: float) -> None:
+        self.emit(PageEvictEvent(t_us=t, owner=owner, logical=list(range(len(where))), banks=[b for b, _ in where],
+                                 slots=[s for _, s in where], bytes=len(where) * page_bytes))
+
+    def step(self, index: int, t: float, layer_us: float, model_us: float, num_seqs: int, prefill: int,
+             decode: int, token_budget: int, request_ids: list[int], num_tokens: list[int],
+             cached_blocks: int | None) -> None:
+        self.emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
+            "t_us": float(t), "kind": "step", "index": index, "start_us": float(t), "dur_us": float(layer_us),
+            "model_dur_us": float(model_us), "num_seqs": num_seqs, "prefill_tokens": prefill,
+            "decode_tokens": decode, "token_budget": token_budget, "request_ids": request_ids,
+            "num_tokens": num_tokens, "cached_blocks": cached_blocks}))
+
+    def memory(self, t: float, total: float, used: float, kv_bytes: float, largest_free_run_bytes: float,
+               activation: float) -> None:
+        self.emit(trusted_event(MemoryEvent, {  # one a step
+            "t_us": float(t), "kind": "memory", "hbm_total_bytes": float(total), "hbm_used_bytes": float(used),
+            "hbm_free_bytes": float(total - used), "kv_bytes": float(kv_bytes),
+            "largest_free_run_bytes": float(largest_free_run_bytes), "activation_bytes": float(activation)}))
+
+    def banks(self, t: float, used: list[int], capacity: int, reserved: list[int] | None = None) -> None:
+        self.emit(BanksEvent(t_us=t, used=used, capacity=capacity, reserved=reserved or []))
