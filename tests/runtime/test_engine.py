@@ -6,7 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from layerscope.events import event_json, parse_event
-from layerscope.runtime.engine import _Engine, simulate
+from layerscope.runtime.engine import simulate
+from layerscope.runtime.loop import Loop
+from layerscope.runtime.recorder import Recorder
+from layerscope.runtime.request_run import RequestInstance
 from layerscope.scenario import ScenarioSpec
 
 QWEN = dict(model="qwen3-235b-a22b", runtime="vllm", gpu="h100-sxm")
@@ -183,8 +186,9 @@ def test_any_valid_scenario_runs_and_keeps_the_pool_consistent(**kw) -> None:  #
                         prompt_len=kw["prompt_len"], decode_steps=kw["decode_steps"], page_size=kw["page_size"],
                         banks=kw["banks"], allocator=kw["allocator"], fragmentation=kw["fragmentation"],
                         decode_page_hint=kw["hint"], faults=kw["faults"], actions=kw["actions"])
-    engine = _Engine(spec, None)
-    r = engine.run()
+    events: list = []
+    engine = RequestInstance(spec, Recorder(events))
+    Loop([engine], events=events).run()  # what simulate runs, with the instance kept to check its pool after
     engine.kv.allocator.check()
-    assert r.events[-1].kind == "summary"
-    assert len([e for e in r.events if e.kind == "decode_step"]) == spec.decode_steps
+    assert len([e for e in events if e.kind == "decode_step"]) == spec.decode_steps
+    assert engine.request.num_output_tokens == spec.decode_steps + 1 and not engine.has_work()

@@ -1,13 +1,17 @@
 """Partial eviction under memory pressure: damaged map entries, the validation pass that finds them, the repair."""
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from layerscope.events import event_json
 from layerscope.model.config import PRESETS
-from layerscope.runtime.engine import _Engine, simulate
+from layerscope.runtime.engine import simulate
 from layerscope.runtime.kv.allocator import EVICTED
 from layerscope.runtime.kv.manager import SEQ, KVManager
+from layerscope.runtime.recorder import Recorder
+from layerscope.runtime.request_run import RequestInstance
 from layerscope.scenario import ScenarioSpec
 
 ARTICLE = dict(model="article", runtime="article", gpu="h100-sxm", prompt_len=8192, free_hbm_gib=16)
@@ -28,11 +32,19 @@ def _damaged_from_events(events: list) -> tuple[set[int], set[int]]:
     return {p for p, _ in hit}, {b for _, b in hit}
 
 
+def _prefilled(spec: ScenarioSpec) -> tuple[RequestInstance, list[Any]]:
+    """An instance that has run its prompt's chunks and nothing after (the loop would go on to decode)."""
+    events: list[Any] = []
+    engine = RequestInstance(spec, Recorder(events))
+    engine.start()
+    while engine.request.num_computed_tokens < spec.prompt_len:
+        engine.step(engine.state.t)
+    return engine, events
+
+
 def test_partial_eviction_leaves_stale_entries_that_validation_finds_and_repairs() -> None:
-    engine = _Engine(_spec(), None)
-    engine._setup_pool()
-    engine._prefill()
-    pages, banks = _damaged_from_events(engine.events)
+    engine, events = _prefilled(_spec())
+    pages, banks = _damaged_from_events(events)
     assert pages and len(pages) < engine.stats.evictions  # some of the eviction was clean, some partial
     alloc = engine.kv.allocator
     assert set(alloc.damaged(SEQ)) == pages
@@ -41,16 +53,16 @@ def test_partial_eviction_leaves_stale_entries_that_validation_finds_and_repairs
         assert b != EVICTED and alloc.pool.owner_name(int(alloc.pool.owner[b, s])) == "pressure"
     with pytest.raises(AssertionError):
         alloc.check()
-    got, want = engine.kv.metadata_crc(engine.decode_map())
+    got, want = engine.kv.metadata_crc(engine.pages.decode_map())
     assert {b for b, (g, w) in enumerate(zip(got, want, strict=True)) if g != w} == banks
-    engine._validate()
-    [crc] = [e for e in engine.events if e.kind == "crc"]
+    engine.hooks.validate()
+    [crc] = [e for e in events if e.kind == "crc"]
     assert set(crc.bad_banks) == banks
-    actions = [(e.action, set(e.banks)) for e in engine.events if e.kind == "fault" and e.fault == "partial_eviction"]
+    actions = [(e.action, set(e.banks)) for e in events if e.kind == "fault" and e.fault == "partial_eviction"]
     assert actions == [("injected", banks), ("detected", banks), ("recovered", banks)]
     assert alloc.damaged(SEQ) == []
     alloc.check()
-    got, want = engine.kv.metadata_crc(engine.decode_map())
+    got, want = engine.kv.metadata_crc(engine.pages.decode_map())
     assert got == want
 
 
@@ -72,16 +84,14 @@ def test_the_preset_shape_spikes_then_validation_names_exactly_the_damaged_banks
 
 
 def test_numpy_crc_names_the_banks_of_the_overwritten_scaled_slots() -> None:
-    engine = _Engine(_spec(numerics=True), None)
-    engine._setup_pool()
-    engine._prefill()
+    engine, _ = _prefilled(_spec(numerics=True))
     shadow = engine.shadow
     assert shadow is not None
-    scaled = engine._scaled_pages(sorted(engine.kv.allocator.damaged(SEQ)))
+    scaled = engine.hooks.scaled_pages(sorted(engine.kv.allocator.damaged(SEQ)))
     faulty, clean = shadow.bank_crcs()
     bad = {b for b, (f, c) in enumerate(zip(faulty, clean, strict=True)) if f != c}
     assert scaled and bad == {shadow.cache_faulty.block_table[p][0] for p in scaled}
-    engine._validate()
+    engine.hooks.validate()
     k, v = shadow.cache_faulty.gather()
     k0, v0 = shadow.cache_clean.gather()
     assert np.array_equal(k, k0) and np.array_equal(v, v0)

@@ -9,12 +9,17 @@
 The size is decided per chunk from the HBM free at that moment: below `low_mem_threshold_gib`
 it drops to `low_mem_chunk_size`, so a prompt that fills memory shrinks its later chunks.
 path_bw_scale prices memory-path contention for host traffic (re-fetches); it never scales HBM bandwidth.
+SingleRequestScheduler is the one-request run's scheduler: this chunk policy, then decode, one token a step.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
+
+from layerscope.runtime.request import Request, RequestStatus
+from layerscope.runtime.sched_interface import ScheduledSeq, SchedulerOutput, StepResult
 
 GIB = 1024**3
 
@@ -90,3 +95,58 @@ def path_bw_scale(contention: float) -> float:
     the path is shared fairly, so the transfer gets 1 / (1 + contention) of it: all of it at 0, half at 1.
     """
     return 1.0 / (1.0 + contention)
+
+
+class SingleRequestScheduler:
+    """One request and no client (the one-request shorthand), as a SchedulerInterface (sched_interface.py): its
+    prompt in chunks sized by the HBM free at each chunk (the article's chunk policy, ChunkScheduler), then one
+    token a step. The last prefill chunk samples the first token, each decode step the next; `chunk` is the
+    decision behind the step just scheduled (None for a decode step). `disabled_from`: the chunk from which a
+    scheduler_disabled fault skips the address remap."""
+
+    def __init__(self, chunks: ChunkScheduler, free_bytes: Callable[[], float], disabled_from: int | None) -> None:
+        self.chunks = chunks
+        self.free_bytes = free_bytes
+        self.disabled_from = disabled_from
+        self.request: Request | None = None
+        self.chunk: ChunkDecision | None = None
+        self.num_chunks = 0  # prefill chunks scheduled so far
+
+    def add_request(self, req: Request) -> None:
+        assert self.request is None, "a single-request scheduler takes one request"
+        self.request = req
+
+    def has_unfinished(self) -> bool:
+        return self.request is not None and self.request.status is not RequestStatus.FINISHED
+
+    def num_unfinished(self) -> int:
+        return int(self.has_unfinished())
+
+    def schedule(self) -> SchedulerOutput:
+        req = self.request
+        assert req is not None
+        if req.num_computed_tokens < req.input_len:
+            index = self.num_chunks
+            self.chunks.disabled = self.disabled_from is not None and index >= self.disabled_from
+            d = self.chunk = self.chunks.next_chunk(index, req.num_computed_tokens, req.input_len, self.free_bytes())
+            self.num_chunks += 1
+            seq = ScheduledSeq(req, d.num_tokens, d.token_start)
+            return SchedulerOutput(allocated=[seq], token_budget=d.chunk_size)
+        self.chunk = None
+        return SchedulerOutput(decodes=[req], decode_context=[req.num_computed_tokens], token_budget=1)
+
+    def update_from_output(self, out: SchedulerOutput) -> StepResult:
+        res = StepResult()
+        for req, n in [(r, 1) for r in out.decodes] + [(s.request, s.num_new_tokens) for s in out.allocated]:
+            req.num_computed_tokens += n
+            req.status = RequestStatus.RUNNING
+            if req.num_computed_tokens < req.num_tokens:
+                continue  # a prefill chunk short of the prompt's end
+            req.num_output_tokens += 1
+            res.sampled.append(req)
+            if req.num_output_tokens == 1:
+                res.first_token.append(req)
+            if req.num_output_tokens >= req.output_len:
+                req.status = RequestStatus.FINISHED
+                res.finished.append(req)
+        return res

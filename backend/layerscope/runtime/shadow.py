@@ -209,3 +209,21 @@ def _compare(y: np.ndarray, ref: np.ndarray, counts: np.ndarray | None) -> Shado
         inf_count=inf,
         expert_counts=None if counts is None else [int(c) for c in counts],
     )
+
+
+class ScaledRouter:
+    """The scaled model's router alone (seeded gate weights, N(0, 1/H) like Layer.random), for expert counts
+    when numerics are off: cheap enough for every chunk and step."""
+
+    def __init__(self, model_name: str, seed: int) -> None:
+        c = PRESETS[model_name]
+        rng = np.random.default_rng(seed + 104_729)
+        self.k = c.num_experts_per_tok
+        self.gate = rng.standard_normal((c.num_experts, c.hidden_size), dtype=np.float32) / np.sqrt(c.hidden_size)
+        self.rng = rng
+
+    def counts(self, tokens: int) -> list[int]:
+        x = self.rng.standard_normal((tokens, self.gate.shape[1]), dtype=np.float32)  # (T, H)
+        logits = x @ self.gate.T  # (T, E)
+        top = np.argpartition(-logits, self.k - 1, axis=-1)[:, : self.k]  # (T, k)
+        return np.bincount(top.reshape(-1), minlength=self.gate.shape[0]).tolist()

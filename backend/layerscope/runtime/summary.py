@@ -3,8 +3,6 @@ each opening with its instance's header (Instance.summary_header) and closing wi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from layerscope.runtime.chunks import GIB
@@ -12,25 +10,20 @@ from layerscope.runtime.deployment import deployment_summary
 from layerscope.runtime.kernels import KernelCost
 from layerscope.runtime.kv.manager import SEQ
 from layerscope.runtime.request import Request
+from layerscope.runtime.request_run import RequestInstance
 from layerscope.runtime.serving import ServingInstance
 
-if TYPE_CHECKING:
-    from layerscope.runtime.engine import _Engine
 
-
-def summarize(engine: _Engine) -> dict[str, float | int | bool | str]:
-    e, s = engine, engine.stats
+def request_summary(e: RequestInstance) -> dict[str, float | int | bool | str]:
+    """A one-request run's figures (one decoder layer's times, and the whole model's)."""
+    s = e.stats
     layers = e.model.num_hidden_layers
     steady = s.step_latency_us[1:] or s.step_latency_us  # step 0 carries the switch-over: reported on its own
     steady_model = s.step_model_us[1:] or s.step_model_us
     injected = sum(st.injected for st in e.faults.states)
     detected = sum(st.detected for st in e.faults.states)
-    out: dict[str, float | int | bool | str] = {
-        "model": e.model.name,
-        "runtime": e.spec.runtime,
-        "gpu": e.gpu.name,
-        "allocator": e.spec.allocator,
-        "num_hidden_layers": layers,
+    out = e.summary_header(e.spec.allocator)
+    out.update({
         "prompt_len": e.spec.prompt_len,
         "decode_steps": e.spec.decode_steps,
         "page_size": e.page_size,
@@ -67,13 +60,13 @@ def summarize(engine: _Engine) -> dict[str, float | int | bool | str]:
         "kv_pages": len(e.kv.allocator.table(SEQ)),
         "kv_gib": _r(e.kv.owned_pages(SEQ) * e.kv.page_bytes / GIB),
         "pool_pages": e.kv.pool.num_pages,
-        "peak_hbm_used_gib": _r(s.peak_used_bytes / GIB),
+        "peak_hbm_used_gib": _r(e.peak_used_bytes / GIB),
         "hint_reserved_pages": s.hint_pages,
         "hint_overhead_gib": _r(s.hint_pages * e.kv.page_bytes / GIB),
         "cross_bank_reads": s.cross_bank_reads,
         "prefill_hbm_util": _util(_per_layer(s.prefill_costs)),
         "decode_hbm_util": _util(_per_layer(s.decode_costs)),
-    }
+    })
     out.update(_shares("prefill", _per_layer(s.prefill_costs)))
     out.update(_shares("decode", _per_layer(s.decode_costs)))
     out.update(deployment_summary(e.spec, e.placement))
@@ -85,7 +78,7 @@ def _per_layer(costs: list[KernelCost]) -> list[KernelCost]:
     return [c for c in costs if c.kernel.scope == "layer"]
 
 
-def _r(x: float) -> float:
+def _r(x: float | np.floating) -> float:
     return round(float(x), 3)
 
 
