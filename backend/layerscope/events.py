@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-EVENT_SCHEMA_VERSION = 1
+EVENT_SCHEMA_VERSION = 2  # 2: instance (and a kernel's rank) on step, kernel, request and page events
 _E = TypeVar("_E", bound=BaseModel)
 
 Phase = Literal["prefill", "decode", "idle", "validate"]
@@ -60,6 +60,9 @@ class KernelEvent(_Event):
     # file · kernel", runtime/kernels.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
     source: Literal["measured", "analytic"] = "analytic"
     table: str = ""
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    # the GPU of the instance's group it ran on: the engine simulates one GPU of the group (its shard, its collectives)
+    rank: int = Field(0, ge=0, description="the GPU within the instance's group (0: the one simulated)")
 
 
 class ChunkEvent(_Event):
@@ -73,6 +76,7 @@ class ChunkEvent(_Event):
     reason: Literal["default", "low_memory", "disabled"] = "default"
     pages: list[int] = Field(default_factory=list, description="logical KV pages this chunk writes")
     barrier_us: float = 0.0  # time at which the chunk's barrier completes
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class BanksEvent(_Event):
@@ -92,6 +96,7 @@ class PageAllocEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageFreeEvent(_Event):
@@ -100,6 +105,7 @@ class PageFreeEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class AllocFailEvent(_Event):
@@ -112,6 +118,7 @@ class AllocFailEvent(_Event):
     free_pages: int
     largest_free_run: int
     reason: str
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageMigrateEvent(_Event):
@@ -126,6 +133,7 @@ class PageMigrateEvent(_Event):
     dur_us: float
     reason: Literal["make_room", "compact"] = "make_room"
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageEvictEvent(_Event):
@@ -136,6 +144,7 @@ class PageEvictEvent(_Event):
     slots: list[int]
     bytes: float
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class MemoryEvent(_Event):
@@ -160,6 +169,7 @@ class DecodeStepEvent(_Event):
     stage_us: dict[str, float] = Field(default_factory=dict)
     cross_bank_reads: int = 0
     refetched_pages: int = 0
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class RequestEvent(_Event):
@@ -175,6 +185,7 @@ class RequestEvent(_Event):
     # arrive: what lies between the client and the engine (tokenizer, HTTP, SSE; runtime/frontend_latency.py), which
     # the client adds to this request's every token time (TTFT and E2EL include it); 0 on the other events
     frontend_us: float = 0.0
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class StepEvent(_Event):
@@ -192,6 +203,7 @@ class StepEvent(_Event):
     request_ids: list[int]
     num_tokens: list[int]  # tokens scheduled per request this step, parallel to request_ids
     cached_blocks: int | None = None  # prefix-cache blocks reused by requests admitted this step
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class FaultEvent(_Event):

@@ -65,21 +65,41 @@ def _serving_spec() -> ScenarioSpec:
                                                                            "output_len": 8, "request_rate": 200.0}})
 
 
+INSTANCE_KINDS = {"step", "kernel", "request", "page_alloc", "page_free", "page_evict", "page_migrate"}
+
+
 def test_a_second_serving_instance_is_a_few_lines_and_serves_its_share() -> None:
     spec = _serving_spec()
     assert spec.workload is not None
-    logs: list[list[Any]] = [[], []]
-    instances = [ServingInstance(spec, Recorder(logs[i], instance=i)) for i in range(2)]
+    events: list[Any] = []
+    instances = [ServingInstance(spec, Recorder(events, instance=i)) for i in range(2)]
     requests = make_requests(spec.workload, instances[0].model.vocab_size)
     for inst in instances:
         inst.expect(requests)
-    Loop(instances, Client(requests, None), route=lambda r: r.request_id % 2).run()
-    for i, log in enumerate(logs):
-        steps = [e for e in log if e.kind == "step"]
+    Loop(instances, Client(requests, None), route=lambda r: r.request_id % 2, events=events).run()
+    events.sort(key=lambda e: e.t_us)
+    for i in range(2):
+        steps = [e for e in events if e.kind == "step" and e.instance == i]
         assert steps and all(rid % 2 == i for s in steps for rid in s.request_ids)  # only its own requests
         assert [s.start_us for s in steps] == sorted(s.start_us for s in steps)
-    events = sorted(logs[0] + logs[1], key=lambda e: e.t_us)
+        assert [s.index for s in steps] == list(range(len(steps)))  # each instance counts its own steps
+    assert all(e.request_id % 2 == e.instance for e in events if e.kind == "request")
+    assert {e.instance for e in events if e.kind in INSTANCE_KINDS} == {0, 1}
+    assert {e.instance for e in events if e.kind == "kernel"} == {0, 1}
     finished = sorted(e.request_id for e in events if e.kind == "request" and e.what == "finished")
     assert finished == list(range(12))
     # two engines share the load: the last request ends no later than on one engine
     assert serving_metrics(events)["duration"] <= simulate(spec).summary["duration"]
+
+
+def test_a_one_instance_run_says_instance_0_and_its_kernels_rank_0() -> None:
+    served = simulate(_serving_spec())
+    one = simulate(ScenarioSpec.model_validate({"model": "qwen3-30b-a3b", "prompt_len": 300, "decode_steps": 3,
+                                                "gpu": "h200"}))
+    for r in (served, one):
+        marked = [e for e in r.events if hasattr(e, "instance")]
+        assert {e.kind for e in marked} >= {"kernel", "page_alloc"}
+        assert {e.instance for e in marked} == {0}
+        assert {e.rank for e in r.events if e.kind == "kernel"} == {0}
+    assert {e.kind for e in served.events if hasattr(e, "instance")} >= {"step", "request", "kernel", "page_alloc"}
+    assert {e.kind for e in one.events if hasattr(e, "instance")} >= {"chunk", "decode_step", "kernel"}

@@ -47,7 +47,7 @@ class Instance:
         self.traffic = scenario_traffic(spec, self.full_model)  # the routing the MoE runs with
         self.page_size = spec.effective_page_size
         cost_model, costs = default_costs(self.gpu)  # prices memoised across the process's runs on this GPU
-        self.timing = Timing(cost_model, recorder.emit if recorder.keeps else None, costs)
+        self.timing = Timing(cost_model, recorder.emit if recorder.keeps else None, costs, recorder.instance)
         if isinstance(self.plan, ShardedRuntime):
             self.plan.price = self.timing.cost  # one memoised price per kernel for the plan and the launches
         self.free_start = kv_pool_bytes(spec, self.placement)

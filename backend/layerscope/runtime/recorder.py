@@ -43,21 +43,22 @@ class Recorder:
         self.emit(trusted_event(RequestEvent, {  # four a request
             "t_us": float(t), "kind": "request", "request_id": req.request_id, "what": what, "input_len": req.input_len,
             "output_len": req.output_len, "num_computed_tokens": req.num_computed_tokens,
-            "num_output_tokens": req.num_output_tokens, "frontend_us": float(frontend_us)}))
+            "num_output_tokens": req.num_output_tokens, "frontend_us": float(frontend_us), "instance": self.instance}))
 
     def request_pages(self, t: float, rid: int, phase: str, first: int, banks: list[int], slots: list[int]) -> None:
         """Pages a request's block table gained, from logical page `first` on (thousands a run)."""
         self.emit(trusted_event(PageAllocEvent, {
             "t_us": float(t), "kind": "page_alloc", "owner": f"req{rid}", "phase": phase,
-            "logical": list(range(first, first + len(banks))), "banks": banks, "slots": slots, "request_id": rid}))
+            "logical": list(range(first, first + len(banks))), "banks": banks, "slots": slots, "request_id": rid,
+            "instance": self.instance}))
 
     def pages_freed(self, t: float, rid: int | None, where: list[tuple[int, int]]) -> None:
         self.emit(PageFreeEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where], slots=[s for _, s in where],
-                                request_id=rid))
+                                request_id=rid, instance=self.instance))
 
     def pages_evicted(self, t: float, owner: str, where: list[tuple[int, int]], page_bytes: float) -> None:
         self.emit(PageEvictEvent(t_us=t, owner=owner, logical=list(range(len(where))), banks=[b for b, _ in where],
-                                 slots=[s for _, s in where], bytes=len(where) * page_bytes))
+                                 slots=[s for _, s in where], bytes=len(where) * page_bytes, instance=self.instance))
 
     def step(self, index: int, t: float, layer_us: float, model_us: float, num_seqs: int, prefill: int,
              decode: int, token_budget: int, request_ids: list[int], num_tokens: list[int],
@@ -66,7 +67,7 @@ class Recorder:
             "t_us": float(t), "kind": "step", "index": index, "start_us": float(t), "dur_us": float(layer_us),
             "model_dur_us": float(model_us), "num_seqs": num_seqs, "prefill_tokens": prefill,
             "decode_tokens": decode, "token_budget": token_budget, "request_ids": request_ids,
-            "num_tokens": num_tokens, "cached_blocks": cached_blocks}))
+            "num_tokens": num_tokens, "cached_blocks": cached_blocks, "instance": self.instance}))
 
     def memory(self, t: float, total: float, used: float, kv_bytes: float, largest_free_run_bytes: float,
                activation: float) -> None:

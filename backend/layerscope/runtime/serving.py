@@ -112,7 +112,7 @@ class ServingInstance(Instance):
         if self.spec.fragmentation > 0:
             banks, slots = self.kv.fill_tenants(self.spec.fragmentation, self._rng)
             self.emit(PageAllocEvent(t_us=0.0, owner="tenant", phase="prefill", logical=list(range(len(banks))),
-                                     banks=banks.tolist(), slots=slots.tolist()))
+                                     banks=banks.tolist(), slots=slots.tolist(), instance=self.recorder.instance))
         self._snapshot(0.0, 0.0)
         self._check_fits()
         detail = f"serving {len(self.requests)} requests, {self.spec.runtime} runtime"
@@ -256,7 +256,7 @@ class ServingInstance(Instance):
         self.emit(PageMigrateEvent(t_us=start, owner=m.owner, logical=m.logical, from_bank=m.from_bank,
                                    from_slot=m.from_slot, to_bank=m.to_bank, to_slot=m.to_slot,
                                    bytes=2 * self.kv.page_bytes, dur_us=c.time_us, reason=m.reason,
-                                   request_id=owner_id))
+                                   request_id=owner_id, instance=self.recorder.instance))
         return c.time_us
 
     def _finish_step(self, res: StepResult, t_end: float) -> None:

@@ -38,10 +38,12 @@ def default_costs(gpu: GPU) -> tuple[CostModel, dict[tuple[Kernel, CostEnv], Ker
 
 class Timing:
     def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None,
-                 costs: dict[tuple[Kernel, CostEnv], KernelCost] | None = None) -> None:
+                 costs: dict[tuple[Kernel, CostEnv], KernelCost] | None = None, instance: int = 0) -> None:
         """`emit` None: a run that keeps no events (a summary-only serving run) builds no kernel events. `costs`: the
-        memo of `cost_model`'s prices to use (default_costs'), else one of this Timing's own."""
+        memo of `cost_model`'s prices to use (default_costs'), else one of this Timing's own. `instance`: the engine
+        instance its kernel events say they ran on."""
         self.cost_model = cost_model
+        self.instance = instance
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
         self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {} if costs is None else costs
@@ -130,7 +132,7 @@ class Timing:
         # memoised, so a serving run's thousands of steps reuse them).
         hit = self._fields.get(id(c))
         if hit is None or hit[0] is not c:
-            hit = self._fields[id(c)] = (c, _cost_fields(c))  # holds c, so its id is not reused meanwhile
+            hit = self._fields[id(c)] = (c, _cost_fields(c, self.instance))  # holds c: its id is not reused meanwhile
         return hit[1]
 
 
@@ -143,7 +145,7 @@ def _kernel_event(fields: dict[str, Any], phase: str, start: float, chunk: int |
     return trusted_event(KernelEvent, values)
 
 
-def _cost_fields(c: KernelCost) -> dict[str, Any]:
+def _cost_fields(c: KernelCost, instance: int) -> dict[str, Any]:
     """A kernel event's fields, in declaration order; t_us, phase, start_us, chunk and step are filled per launch."""
     k = c.kernel
     return {
@@ -151,4 +153,5 @@ def _cost_fields(c: KernelCost) -> dict[str, Any]:
         "stream": k.stream, "start_us": 0.0, "dur_us": float(c.time_us), "flops": float(k.flops),
         "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util), "l2_hit": float(c.l2_hit),
         "chunk": None, "step": None, "shapes": k.shapes, "scope": k.scope, "source": c.source,
-        "table": c.table.label() if c.table is not None else ""}
+        "table": c.table.label() if c.table is not None else "", "instance": instance,
+        "rank": 0}  # the simulated GPU of the instance's group
