@@ -203,6 +203,9 @@ class StepEvent(_Event):
     request_ids: list[int]
     num_tokens: list[int]  # tokens scheduled per request this step, parallel to request_ids
     cached_blocks: int | None = None  # prefix-cache blocks reused by requests admitted this step
+    # tokens each request sampled at the step's end, parallel to request_ids (the scheduler's StepResult: 1 when the
+    # step computed all of its known tokens, else 0): what metrics and the dashboard read, never replaying the rule
+    num_sampled: list[int] = Field(default_factory=list)
     instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 

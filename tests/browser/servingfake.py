@@ -50,6 +50,7 @@ class StepEvent(_E):
     request_ids: list[int]
     num_tokens: list[int]
     cached_blocks: int | None = None
+    num_sampled: list[int] = []  # tokens each request sampled at the step's end (the engine's StepResult)
 
 
 class PageAlloc(_E):
@@ -232,10 +233,11 @@ def fake_serving(spec: ScenarioSpec) -> FakeServingResult:
         dur = LAYER_US * (0.5 + total / BUDGET)
         decode = sum(1 for r, n in sched if n == 1 and r.first)
         hit = any(r.id == 5 and r.computed == 0 for r, _ in sched)
+        sampled = [int(r.computed + n >= r.input_len + r.out) for r, n in sched]  # as the loop below samples
         out.append(StepEvent(t_us=t, index=index, start_us=t, dur_us=dur, model_dur_us=dur * MODEL_LAYERS,
                              num_seqs=len(sched), prefill_tokens=total - decode, decode_tokens=decode,
                              token_budget=BUDGET, request_ids=[r.id for r, _ in sched],
-                             num_tokens=[n for _, n in sched], cached_blocks=1 if hit else 0))
+                             num_tokens=[n for _, n in sched], cached_blocks=1 if hit else 0, num_sampled=sampled))
         out.append(_kernel(t, "fused_moe_kernel", "moe", dur * 0.8))
         out.append(_kernel(t + dur * 0.8, "all_reduce", COLLECTIVE, dur * 0.2, "comm"))
         end = t + dur

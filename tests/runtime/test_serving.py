@@ -138,22 +138,24 @@ def _req(t: float, rid: int, what: str, n_in: int = 4, n_out: int = 3, computed:
                         num_computed_tokens=computed, num_output_tokens=0)
 
 
-def _step(i: int, start: float, dur: float, ids: list[int], n: list[int]) -> StepEvent:
+def _step(i: int, start: float, dur: float, ids: list[int], n: list[int], sampled: list[int]) -> StepEvent:
     return StepEvent(t_us=start, index=i, start_us=start, dur_us=dur / 10, model_dur_us=dur, num_seqs=len(ids),
                      prefill_tokens=sum(x for x in n if x > 1), decode_tokens=sum(1 for x in n if x == 1),
-                     token_budget=8, request_ids=ids, num_tokens=n)
+                     token_budget=8, request_ids=ids, num_tokens=n, num_sampled=sampled)
 
 
 def test_metrics_as_vllm_bench_serve_defines_them() -> None:
     # request 0: 4-token prompt in one step (0-10 ms), decodes at 10-15 and 15-20 ms -> tokens at 10, 15, 20 ms
     # request 1 arrives at 5 ms; its prompt is chunked 2 + 2 (10-15, 15-20): first token at 20, then 25 ms
-    # and is preempted at 25 ms, recomputing 5 tokens (25-30), its last token at 30 ms
+    # and is preempted at 25 ms, recomputing 5 tokens (25-30), its last token at 30 ms; each step says which
+    # requests sampled a token at its end (num_sampled), the metrics only read it
     events = [
-        _req(0, 0, "arrive"), _step(0, 0, 10_000, [0], [4]),
-        _req(5_000, 1, "arrive"), _step(1, 10_000, 5_000, [0, 1], [1, 2]),
-        _step(2, 15_000, 5_000, [0, 1], [1, 2]), _req(20_000, 0, "finished"),
-        _step(3, 20_000, 5_000, [1], [1]),
-        _req(25_000, 1, "preempted", computed=0), _step(4, 25_000, 5_000, [1], [6]), _req(30_000, 1, "finished"),
+        _req(0, 0, "arrive"), _step(0, 0, 10_000, [0], [4], [1]),
+        _req(5_000, 1, "arrive"), _step(1, 10_000, 5_000, [0, 1], [1, 2], [1, 0]),
+        _step(2, 15_000, 5_000, [0, 1], [1, 2], [1, 1]), _req(20_000, 0, "finished"),
+        _step(3, 20_000, 5_000, [1], [1], [1]),
+        _req(25_000, 1, "preempted", computed=0), _step(4, 25_000, 5_000, [1], [6], [1]),
+        _req(30_000, 1, "finished"),
     ]
     m = serving_metrics(events)
     assert m["completed"] == 2 and m["total_input_tokens"] == 8 and m["total_output_tokens"] == 6
@@ -246,3 +248,20 @@ def test_a_summary_only_run_compares_too() -> None:
     full, brief = simulate(spec), simulate(spec, summary_only=True)
     assert brief.compare is not None and full.compare is not None
     assert brief.compare.summary == full.compare.summary != full.summary
+
+
+def test_step_events_say_which_requests_sampled_a_token() -> None:
+    spec = _spec({"num_requests": 16, "input_len": 700, "output_len": 6, "range_ratio": 0.5, "seed": 5},
+                 scheduler={"max_num_batched_tokens": 512})
+    r = simulate(spec)
+    sampled: dict[int, list[float]] = {}
+    for s in _of(r.events, "step"):
+        assert len(s.num_sampled) == len(s.request_ids) and set(s.num_sampled) <= {0, 1}
+        for rid, n in zip(s.request_ids, s.num_sampled, strict=True):
+            sampled.setdefault(rid, []).extend([s.start_us + s.model_dur_us] * n)
+    requests = _of(r.events, "request")
+    first = {e.request_id: e.t_us for e in requests if e.what == "first_token"}
+    outputs = {e.request_id: e.output_len for e in requests if e.what == "arrive"}
+    assert {rid: len(ts) for rid, ts in sampled.items()} == outputs  # every token, each once
+    assert {rid: ts[0] for rid, ts in sampled.items()} == first  # the first at the first_token event
+    assert any(0 in s.num_sampled for s in _of(r.events, "step"))  # chunked prompts: steps that sample nothing

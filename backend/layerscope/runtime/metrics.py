@@ -5,11 +5,10 @@
                │◀──────────────────────── e2el ─────────────────────────▶│
     tpot = (e2el - ttft) / (output_len - 1)   (requests of one output token have none)
 
-Token times are replayed from the step events: a request samples a token at the end of every step that
-brings its computed tokens up to its known tokens (prompt + output so far); its `scheduled` event (prefix-cache
-hits) and `preempted` event (0: recompute) set its computed tokens. Times are whole-model (step start +
-model_dur_us), plus what lies between the client and the engine (tokenizer, HTTP, SSE: the arrive event's
-frontend_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
+Token times are read from the step events: a request sampled `num_sampled[i]` tokens at the end of the step
+(the scheduler's StepResult wrote it: the rule for when a request samples lives there alone). Times are
+whole-model (step start + model_dur_us), plus what lies between the client and the engine (tokenizer, HTTP, SSE:
+the arrive event's frontend_us), what a client measures. Percentiles are numpy's (linear), as the benchmark's.
 """
 
 from __future__ import annotations
@@ -39,35 +38,26 @@ class ServingMetrics:
 
     def __init__(self) -> None:
         self.reqs: dict[int, _Req] = {}
-        # per request, one lookup in the hot loop: [computed tokens, computed tokens at which it samples its next
-        # token (input + tokens so far), its token times]
-        self.state: dict[int, list[Any]] = {}
+        self.token_us: dict[int, list[float]] = {}  # per request, its token times: one lookup in the hot loop
         self.preemptions = 0
 
     def arrive(self, rid: int, t_us: float, input_len: int, output_len: int,
                token_us: list[float] | None = None, frontend_us: float = 0.0) -> None:
         """`token_us`: the list the engine appends the request's token times to itself (a summary-only run, which
-        knows which requests sampled a token each step), instead of step() replaying them. `frontend_us`: what
-        lies between the client and the engine (the arrive event's)."""
+        keeps no step events). `frontend_us`: what lies between the client and the engine (the arrive event's)."""
         r = self.reqs[rid] = _Req(t_us, input_len, output_len, frontend_us,
                                   token_us if token_us is not None else [])
-        self.state[rid] = [0, input_len, r.token_us]
+        self.token_us[rid] = r.token_us
 
-    def computed(self, rid: int, num_computed_tokens: int, preempted: bool) -> None:
-        """Prefix-cache hits on admission ("scheduled"); 0 after a preemption."""
-        self.state[rid][0] = num_computed_tokens
-        self.preemptions += preempted
+    def preempted(self, rid: int) -> None:
+        self.preemptions += 1
 
-    def step(self, end_us: float, request_ids: list[int], num_tokens: list[int]) -> None:
-        """The hot loop: a run's request-steps. A request samples a token when its computed tokens reach its
-        known tokens."""
-        state = self.state
-        for rid, n in zip(request_ids, num_tokens, strict=True):
-            s = state[rid]
-            c = s[0] = s[0] + n
-            if c == s[1]:
-                s[2].append(end_us)
-                s[1] = c + 1
+    def step(self, end_us: float, request_ids: list[int], num_sampled: list[int]) -> None:
+        """The hot loop: a run's request-steps. Each token a request sampled came at the step's end."""
+        token_us = self.token_us
+        for rid, n in zip(request_ids, num_sampled, strict=True):
+            for _ in range(n):
+                token_us[rid].append(end_us)
 
     def finished(self, rid: int, t_us: float) -> None:
         self.reqs[rid].finished_us = t_us
@@ -76,14 +66,14 @@ class ServingMetrics:
         for e in events:
             kind = e.kind
             if kind == "step":
-                self.step(e.start_us + e.model_dur_us, e.request_ids, e.num_tokens)
+                self.step(e.start_us + e.model_dur_us, e.request_ids, e.num_sampled)
             elif kind == "request":
                 what = e.what
                 if what == "arrive":
                     self.arrive(e.request_id, e.t_us, e.input_len, e.output_len,
                                 frontend_us=getattr(e, "frontend_us", 0.0))
-                elif what in ("scheduled", "preempted"):
-                    self.computed(e.request_id, e.num_computed_tokens, what == "preempted")
+                elif what == "preempted":
+                    self.preempted(e.request_id)
                 elif what == "finished":
                     self.finished(e.request_id, e.t_us)
         return self

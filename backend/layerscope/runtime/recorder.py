@@ -62,12 +62,14 @@ class Recorder:
 
     def step(self, index: int, t: float, layer_us: float, model_us: float, num_seqs: int, prefill: int,
              decode: int, token_budget: int, request_ids: list[int], num_tokens: list[int],
-             cached_blocks: int | None) -> None:
+             cached_blocks: int | None, num_sampled: list[int]) -> None:
+        """`num_sampled`: the list the instance fills in when the step ends (sampled_into)."""
         self.emit(trusted_event(StepEvent, {  # every field typed here: no need to validate 100-long lists
             "t_us": float(t), "kind": "step", "index": index, "start_us": float(t), "dur_us": float(layer_us),
             "model_dur_us": float(model_us), "num_seqs": num_seqs, "prefill_tokens": prefill,
             "decode_tokens": decode, "token_budget": token_budget, "request_ids": request_ids,
-            "num_tokens": num_tokens, "cached_blocks": cached_blocks, "instance": self.instance}))
+            "num_tokens": num_tokens, "cached_blocks": cached_blocks, "num_sampled": num_sampled,
+            "instance": self.instance}))
 
     def memory(self, t: float, total: float, used: float, kv_bytes: float, largest_free_run_bytes: float,
                activation: float) -> None:

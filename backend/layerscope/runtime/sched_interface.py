@@ -80,6 +80,12 @@ class StepResult:
         """request_id -> tokens sampled this step (one each: no speculative decoding here)."""
         return {r.request_id: 1 for r in self.sampled}
 
+    def sampled_into(self, request_ids: list[int], num_sampled: list[int]) -> None:
+        """Add the tokens each of the step's requests sampled into `num_sampled`, parallel to `request_ids`."""
+        where = {rid: i for i, rid in enumerate(request_ids)}
+        for req in self.sampled:
+            num_sampled[where[req.request_id]] += 1
+
 
 class SchedulerInterface(Protocol):
     """What the engine asks of a scheduler (vLLM's SchedulerInterface; scheduler.py's Scheduler and

@@ -92,6 +92,7 @@ class ServingInstance(Instance):
         self.shadow: ServingShadow | None = None
         self._ahead = spec.deployment is not None and spec.deployment.async_scheduling
         self._step_start = 0.0
+        self._step_ids: tuple[list[int], list[int]] | None = None  # this step's request ids and its event's num_sampled
         self._rng = np.random.default_rng(spec.seed)
         self._version_drawn = -1
         self._drawn_step = -BANKS_EVERY
@@ -155,6 +156,8 @@ class ServingInstance(Instance):
         self._step_start = t
         t_end = self._run_step(out, t)
         res = self.scheduler.update_from_output(out)
+        if self._step_ids is not None:  # the step's event was made at its start; what it sampled is known now
+            res.sampled_into(*self._step_ids)
         self._finish_step(res, t_end)
         self._drain_frees(t_end)
         return t_end, len(res.finished)
@@ -177,10 +180,12 @@ class ServingInstance(Instance):
         outside_us = self._outside_us(self.plan.outside_layer_kernels(self.model, batch))
         model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
         model_us = self.model_step_us(layer_us, model_scope_us, outside_us, once_us)
+        self._step_ids = None
         if self.recorder.keeps:
             cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with allocations
+            self._step_ids = ids, sampled = out.request_ids(), [0] * len(batch)
             self.recorder.step(self.num_steps, t, layer_us, model_us, len(batch), prefill, decode, out.token_budget,
-                               out.request_ids(), num_tokens, cached if self.cache.prefix_caching else None)
+                               ids, num_tokens, cached if self.cache.prefix_caching else None, sampled)
         st = self.stats
         i, self.num_steps = self.num_steps, self.num_steps + 1
         st.max_step_tokens = max(st.max_step_tokens, total)
@@ -196,14 +201,12 @@ class ServingInstance(Instance):
         metrics = self.metrics
         for req in out.preempted:
             if metrics is not None:
-                metrics.computed(req.request_id, req.num_computed_tokens, True)
+                metrics.preempted(req.request_id)
             else:
                 self.recorder.request(req, "preempted", t)
         self._drain_frees(t)
-        for req in out.admitted:
-            if metrics is not None:
-                metrics.computed(req.request_id, req.num_computed_tokens, False)
-            else:
+        if metrics is None:
+            for req in out.admitted:
                 self.recorder.request(req, "scheduled", t)
 
     def _allocations(self, out: SchedulerOutput, t: float) -> float:

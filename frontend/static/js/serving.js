@@ -37,8 +37,6 @@ export class Request {
     this.state = "waiting";
     this.since = e.t_us; // start of the open segment
     this.segments = []; // closed: {state, t0, t1}
-    this.computed = 0; // tokens whose KV is computed (from steps)
-    this.target = e.input_len; // tokens to compute before this request decodes
     this.tokens = []; // each output token: {t} (an event's time) or {step} (produced when that step ends)
   }
 
@@ -177,11 +175,8 @@ export class ServingState {
       case "arrive":
         break;
       case "scheduled":
-        r.computed = e.num_computed_tokens;
-        if (r.preemptions) {
-          r.target = r.input_len + e.num_output_tokens; // recompute: prompt and generated tokens again
-          r.open("recompute", t);
-        } else r.open("prefill", t);
+        if (r.preemptions) r.open("recompute", t); // its prompt and generated tokens again
+        else r.open("prefill", t);
         break;
       case "first_token":
         if (r.firstToken === null) {
@@ -214,7 +209,7 @@ export class ServingState {
     const s = {
       index: e.index, start: e.start_us, dur: e.dur_us, mdur: e.model_dur_us, seqs: e.num_seqs,
       prefill: e.prefill_tokens, decode: e.decode_tokens, budget: e.token_budget,
-      ids: e.request_ids, toks: e.num_tokens, cached: e.cached_blocks ?? null,
+      ids: e.request_ids, toks: e.num_tokens, sampled: e.num_sampled, cached: e.cached_blocks ?? null,
       offset: 0, // whole-model µs minus event µs at this step's start (filled below)
       stretch: false, // true when the event clock gives this step only dur_us (one layer)
     };
@@ -232,15 +227,16 @@ export class ServingState {
       if (this.kv.cachedT.length > MAX_POINTS) for (const a of [this.kv.cachedT, this.kv.cached]) a.splice(0, a.length - MAX_POINTS);
     }
     const end = stepEnd(s);
+    // Which requests sampled a token is the step's own word (num_sampled, from the scheduler): never replayed here.
+    // A prefill's first token comes with its first_token event; a decode's, or a recompute's last, with the step.
     for (let i = 0; i < s.ids.length; i++) {
       const r = this.requests.get(s.ids[i]);
       if (!r) continue;
-      const wasComputing = r.computed < r.target;
-      r.computed += s.toks[i];
-      if (!wasComputing && r.state === "decode") r.tokens.push({ step: s }); // a decode token this step
+      const sampled = s.sampled[i] > 0;
+      if (sampled && r.state === "decode") r.tokens.push({ step: s }); // a decode token this step
       if (r.state === "prefill" || r.state === "recompute") {
         (r.chunks || (r.chunks = [])).push({ step: s, n: s.toks[i], state: r.state });
-        if (r.state === "recompute" && r.computed >= r.target) {
+        if (r.state === "recompute" && sampled) {
           r.tokens.push({ step: s }); // the step that recomputes the last token samples the next one
           r.open("decode", end);
         }
