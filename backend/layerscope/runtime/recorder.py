@@ -8,7 +8,7 @@ memory snapshots) are built with trusted_event: every field typed here, in decla
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from layerscope.events import (
@@ -21,6 +21,7 @@ from layerscope.events import (
     StepEvent,
     trusted_event,
 )
+from layerscope.runtime.kv.cache_manager import CACHE_OWNER
 from layerscope.runtime.metrics import ServingMetrics
 from layerscope.runtime.request import Request
 
@@ -59,6 +60,24 @@ class Recorder:
     def pages_evicted(self, t: float, owner: str, where: list[tuple[int, int]], page_bytes: float) -> None:
         self.emit(PageEvictEvent(t_us=t, owner=owner, logical=list(range(len(where))), banks=[b for b, _ in where],
                                  slots=[s for _, s in where], bytes=len(where) * page_bytes, instance=self.instance))
+
+    def cache_frees(self, t: float, drained: Iterable[tuple[str, int | None, list[tuple[int, int]]]],
+                    page_bytes: float) -> int:
+        """The pool's frees since the last drain (KVCacheManager.drain_log): a request's blocks back to the pool, or
+        prefix-cache blocks evicted for room; how many were evicted."""
+        evicted = 0
+        for what, rid, where in drained:
+            if not where:
+                continue
+            if what == "evict":
+                evicted += len(where)
+            if not self.keeps:
+                continue  # no page events to draw
+            if what == "evict":
+                self.pages_evicted(t, CACHE_OWNER, where, page_bytes)
+            else:
+                self.pages_freed(t, rid, where)
+        return evicted
 
     def step(self, index: int, t: float, layer_us: float, model_us: float, num_seqs: int, prefill: int,
              decode: int, token_budget: int, request_ids: list[int], num_tokens: list[int],

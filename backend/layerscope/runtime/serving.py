@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from layerscope.events import ExpertsEvent, NumericsEvent, PageAllocEvent, PageMigrateEvent, PhaseEvent
+from layerscope.events import PageAllocEvent, PageMigrateEvent, PhaseEvent
 from layerscope.runtime.chunks import ChunkScheduler
 from layerscope.runtime.deployment import deployment_event
 from layerscope.runtime.frontend_latency import frontend_for, lagged_arrival
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.allocator import Migration
-from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
+from layerscope.runtime.kv.cache_manager import KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.recorder import Recorder
@@ -51,6 +51,28 @@ class ServingStats:
     max_rel_error: float = 0.0  # scaled batch against each sequence alone
 
 
+def refuse_one_request_fields(spec: ScenarioSpec) -> None:
+    assert spec.workload is not None, "a serving instance runs a workload"
+    for name in ("faults", "actions"):
+        if getattr(spec, name):
+            raise ValueError(f"field '{name}': not simulated on a serving run (a workload) yet; "
+                             "use the one-request shorthand (prompt_len, decode_steps)")
+    if spec.decode_page_hint:
+        raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
+
+
+def check_fits(requests: list[Request], free_pages: int, page_size: int) -> None:
+    """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run."""
+    worst = max(requests, key=lambda r: r.input_len + r.output_len)
+    pages = -(-(worst.input_len + worst.output_len - 1) // page_size)
+    if pages > free_pages:
+        raise ValueError(
+            f"field 'workload.input_len': request {worst.request_id} needs {pages} KV pages "
+            f"({worst.input_len} + {worst.output_len} tokens) but the pool has {free_pages}: raise free_hbm_gib "
+            "or shorten the requests"
+        )
+
+
 def max_step_tokens(spec: ScenarioSpec) -> int:
     """The most tokens one step schedules: the article's chunk beside every running decode, or vLLM's budget."""
     if spec.runtime == "article":
@@ -66,13 +88,7 @@ class ServingInstance(Instance):
     clock = "model"
 
     def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
-        assert spec.workload is not None, "a serving instance runs a workload"
-        for name in ("faults", "actions"):
-            if getattr(spec, name):
-                raise ValueError(f"field '{name}': not simulated on a serving run (a workload) yet; "
-                                 "use the one-request shorthand (prompt_len, decode_steps)")
-        if spec.decode_page_hint:
-            raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
+        refuse_one_request_fields(spec)
         super().__init__(spec, recorder, max_step_tokens(spec))
         self.metrics = recorder.metrics
         self.frontend = frontend_for(spec)  # tokenizer, HTTP and SSE between the client and this engine
@@ -115,21 +131,9 @@ class ServingInstance(Instance):
             self.emit(PageAllocEvent(t_us=0.0, owner="tenant", phase="prefill", logical=list(range(len(banks))),
                                      banks=banks.tolist(), slots=slots.tolist(), instance=self.recorder.instance))
         self._snapshot(0.0, 0.0)
-        self._check_fits()
+        check_fits(self.requests, self.kv.pool.num_free, self.page_size)
         detail = f"serving {len(self.requests)} requests, {self.spec.runtime} runtime"
         self.emit(PhaseEvent(t_us=0.0, phase="prefill", detail=detail))
-
-    def _check_fits(self) -> None:
-        """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run."""
-        room = self.kv.pool.num_free
-        worst = max(self.requests, key=lambda r: r.input_len + r.output_len)
-        pages = -(-(worst.input_len + worst.output_len - 1) // self.page_size)
-        if pages > room:
-            raise ValueError(
-                f"field 'workload.input_len': request {worst.request_id} needs {pages} KV pages "
-                f"({worst.input_len} + {worst.output_len} tokens) but the pool has {room}: raise free_hbm_gib "
-                "or shorten the requests"
-            )
 
     def has_work(self) -> bool:
         return self.scheduler.has_unfinished()
@@ -192,8 +196,9 @@ class ServingInstance(Instance):
         st.max_step_seqs = max(st.max_step_seqs, len(batch))
         st.layer_us.append(layer_us)
         self._snapshot(t, workspace_bytes(self.model, total))
-        if self.shadow is not None:
-            self._numerics(out, t, i, "prefill" if prefill else "decode")
+        if self.shadow is not None:  # the same batch at the scaled size
+            err = self.shadow.record(out, t, i, "prefill" if prefill else "decode", self.emit, self.traffic)
+            self.stats.max_rel_error = max(self.stats.max_rel_error, err)
         return t + model_us
 
     def _record_schedule(self, out: SchedulerOutput, t: float) -> None:
@@ -232,24 +237,6 @@ class ServingInstance(Instance):
             hit = self._outside_sums[id(outside)] = (outside, sum(self.timing.cost(k).time_us for k in outside))
         return hit[1]
 
-    def _numerics(self, out: SchedulerOutput, t: float, i: int, phase: str) -> None:
-        """The same batch at the scaled size, one varlen forward; its error against each sequence alone."""
-        assert self.shadow is not None
-        for req in out.preempted:
-            self.shadow.preempted(req)
-        r = self.shadow.step([(s.request, s.num_context_tokens, s.num_new_tokens) for s in out.seqs])
-        if r is None:
-            return
-        self.stats.max_rel_error = max(self.stats.max_rel_error, r.rel_error)
-        self.emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.shadow.name,  # type: ignore[arg-type]
-                                tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
-                                nan_count=r.nan_count, inf_count=r.inf_count, step=i))
-        if r.expert_counts is not None:
-            assert self.traffic is not None  # expert counts come from a MoE model
-            self.emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.shadow.name,  # type: ignore[arg-type]
-                                   counts=r.expert_counts, assumed=self.traffic.routing.assumed,  # type: ignore[arg-type]
-                                   distinct_full=self.traffic.distinct(out.num_tokens)))
-
     def _migration(self, m: Migration, t: float) -> float:
         """A page moved to make room (bank-aware decode): its time."""
         c = self.migration_cost()
@@ -275,17 +262,7 @@ class ServingInstance(Instance):
             self.recorder.request(req, "finished", t_end)
 
     def _drain_frees(self, t: float) -> None:
-        for what, rid, where in self.cache.drain_log():
-            if not where:
-                continue
-            if what == "evict":
-                self.stats.cache_evictions += len(where)
-            if not self.recorder.keeps:
-                continue  # no page events to draw
-            if what == "evict":
-                self.recorder.pages_evicted(t, CACHE_OWNER, where, self.kv.page_bytes)
-            else:
-                self.recorder.pages_freed(t, rid, where)
+        self.stats.cache_evictions += self.recorder.cache_frees(t, self.cache.drain_log(), self.kv.page_bytes)
 
     def _snapshot(self, t: float, activation: float, final: bool = False) -> None:
         total, used = self.hbm(activation)

@@ -14,11 +14,17 @@ are recomputed at the scaled size (same values: the same ids give the same K/V).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
+from layerscope.events import ExpertsEvent, NumericsEvent
 from layerscope.model.kv_cache import PagedKVCache
 from layerscope.model.layer import Layer
 from layerscope.runtime.request import Request
+from layerscope.runtime.routing import ExpertTraffic
+from layerscope.runtime.sched_interface import SchedulerOutput
 from layerscope.runtime.shadow import SCALED_PAGE, NumericShadow, ShadowResult, _compare
 
 SCALED_PROMPT = 32  # scaled tokens of the longest prompt
@@ -52,6 +58,25 @@ class ServingShadow:
     def preempted(self, req: Request) -> None:
         for d in (self.caches, self.alone, self.done):
             d.pop(req.request_id, None)
+
+    def record(self, out: SchedulerOutput, t: float, i: int, phase: str, emit: Callable[[Any], None],
+               traffic: ExpertTraffic | None) -> float:
+        """Step `i`'s batch at the scaled size, one varlen forward, and its events; its error against each sequence
+        alone (0 when it computed no scaled token)."""
+        for req in out.preempted:
+            self.preempted(req)
+        r = self.step([(s.request, s.num_context_tokens, s.num_new_tokens) for s in out.seqs])
+        if r is None:
+            return 0.0
+        emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.name, tokens=r.tokens,  # type: ignore[arg-type]
+                           rel_error=r.rel_error, max_abs_error=r.max_abs_error, nan_count=r.nan_count,
+                           inf_count=r.inf_count, step=i))
+        if r.expert_counts is not None:
+            assert traffic is not None  # expert counts come from a MoE model
+            emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.name,  # type: ignore[arg-type]
+                              counts=r.expert_counts, assumed=traffic.routing.assumed,  # type: ignore[arg-type]
+                              distinct_full=traffic.distinct(out.num_tokens)))
+        return r.rel_error
 
     def step(self, batch: list[tuple[Request, int, int]]) -> ShadowResult | None:
         """batch: (request, num_context_tokens, num_new_tokens) at full size. None when no scaled token is due."""
