@@ -391,7 +391,7 @@ def _m_first_step(run: _Run) -> Measured:
     later = [s for s in run.steady()]
     if not steps or steps[0].event.step != 0 or not later:
         return Measured(None)
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
 
     if not get_runtime(run.spec.runtime).switch_over(preset(run.spec.model)):
         return Measured(None)  # a runtime with no switch-over (vllm): the first step differs only by noise

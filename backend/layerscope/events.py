@@ -57,7 +57,7 @@ class KernelEvent(_Event):
     # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
     scope: Literal["layer", "model"] = "layer"
     # where dur_us comes from: "measured" (a measured kernel table, named in `table` as "system · backend version ·
-    # file · kernel", runtime/kernels.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
+    # file · kernel", hardware/kernel.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
     source: Literal["measured", "analytic"] = "analytic"
     table: str = ""
 

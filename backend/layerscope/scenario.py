@@ -13,12 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
+from layerscope.hardware.gpus import GpuName
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
 from layerscope.runtime.routing import DEFAULT_ROUTING, RoutingError, check_routing
 
 Runtime = Literal["article", "vllm"]
-GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
 AllocatorPolicy = Literal["bank_aware", "naive"]
 FaultKind = Literal["stale_chunk_metadata", "chunk_scheduler_disabled", "ecc_bitflips", "memory_contention"]
 ActionKind = Literal["compact", "pressure", "release", "validate"]

@@ -29,8 +29,8 @@ from typing import Any
 from layerscope.hardware.collectives import all_reduce_us
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPUS, gpu
+from layerscope.hardware.kernel import AllReduceOp, AllToAllOp, GemmOp, Kernel, KernelCost
 from layerscope.hardware.routing import parse_routing
-from layerscope.runtime.kernels import AllReduceOp, AllToAllOp, GemmOp, Kernel, KernelCost
 from layerscope.runtime.plan import gemm_kernel
 from layerscope.runtime.sharded import collective_kernel
 from layerscope.runtime.vllm import (

@@ -379,3 +379,18 @@ def measure_all(seed: int = 0) -> dict[str, float]:
         "swiglu_bf16_rel_error": bridge["bf16_rel_error"],
         "swiglu_bridge_rel_error": bridge["bridge_rel_error"],
     }
+
+
+def flip_bits(words: np.ndarray, count: int, rate: float, rng: np.random.Generator, bits: tuple[int, ...]) -> int:
+    """Flip one of `bits` in `count` (or rate x size) random words of a contiguous array, in place.
+
+    Returns how many flips were made. The caller picks `bits` that matter: exponent bits of floats."""
+    flat = words.reshape(-1)
+    n = max(count, int(rate * flat.size))
+    n = min(n, flat.size)
+    idx = rng.choice(flat.size, size=n, replace=False)
+    width = flat.dtype.itemsize * 8
+    as_int = flat.view({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width])
+    which = np.asarray(bits)[rng.integers(0, len(bits), size=n)]
+    as_int[idx] ^= (np.ones(n, dtype=as_int.dtype) << which.astype(as_int.dtype)).astype(as_int.dtype)
+    return n

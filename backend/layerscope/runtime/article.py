@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from layerscope.hardware.cost import attention_flops, flash_prefill_bytes
+from layerscope.hardware.kernel import AttentionShape, Kernel
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 FUSED_STREAM = "decode_fused"

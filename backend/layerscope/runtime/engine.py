@@ -41,6 +41,7 @@ from layerscope.events import (
 )
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.hardware.kernel import CostEnv, Kernel, KernelCost
 from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
 from layerscope.runtime import actions
 from layerscope.runtime.actions import PoolActions
@@ -49,7 +50,6 @@ from layerscope.runtime.chunks import ChunkDecision, ChunkScheduler, path_bw_sca
 from layerscope.runtime.deployment import deployment_event, kv_pool_bytes, pool_workspace_bytes, scenario_placement
 from layerscope.runtime.faults import FaultPlan, FaultState, stale_pages
 from layerscope.runtime.gcpause import paused_gc
-from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.eviction import HOST_LINK_BW, Eviction, Page
 from layerscope.runtime.kv.hint import PageHint

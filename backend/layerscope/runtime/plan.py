@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from layerscope.events import PhaseTopology, Topology, TopologyEdge, TopologyNode
 from layerscope.hardware.cost import CostModel
+from layerscope.hardware.kernel import Kernel
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import Kernel
 
 ACT_BYTES = 2.0  # activations travel in bf16 between kernels
 TOPOLOGY_PREFILL_TOKENS = 4096  # the chunk the topology's edge bytes describe
@@ -221,14 +221,3 @@ def stage_costs(kernels: list[Kernel], cost: CostModel) -> list[StageCost]:
             )
         )
     return out
-
-
-def get_runtime(name: str) -> RuntimePlan:
-    from layerscope.runtime.article import ArticleRuntime
-    from layerscope.runtime.vllm import VllmRuntime
-
-    runtimes: dict[str, type[RuntimePlan]] = {"article": ArticleRuntime, "vllm": VllmRuntime}
-    try:
-        return runtimes[name]()
-    except KeyError:
-        raise ValueError(f"unknown runtime {name!r}; choose one of {', '.join(runtimes)}") from None

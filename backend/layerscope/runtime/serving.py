@@ -42,6 +42,7 @@ from layerscope.events import (
     trusted_event,
 )
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.hardware.kernel import Kernel
 from layerscope.model.config import PRESETS
 from layerscope.runtime.chunks import GIB, ChunkScheduler
 from layerscope.runtime.deployment import (
@@ -52,7 +53,6 @@ from layerscope.runtime.deployment import (
     scenario_placement,
 )
 from layerscope.runtime.frontend_latency import frontend_for, lagged_arrival
-from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.kv.manager import KVManager

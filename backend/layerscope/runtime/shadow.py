@@ -22,9 +22,8 @@ import numpy as np
 from layerscope.model.config import PRESETS
 from layerscope.model.kv_cache import PagedKVCache
 from layerscope.model.layer import Layer
-from layerscope.model.numerics import QuantizedWeight, quantize_layer
+from layerscope.model.numerics import QuantizedWeight, flip_bits, quantize_layer
 from layerscope.runtime.blas import single_threaded_blas
-from layerscope.runtime.faults import flip_bits
 
 SCALED_PROMPT = 256  # scaled prompt tokens (about; each chunk gets at least one page)
 SCALED_PAGE = 8  # tokens per scaled KV page

@@ -29,11 +29,12 @@ from layerscope.hardware.collectives import CUSTOM_AR_MAX_BYTES, CollectiveCost,
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPU
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.hardware.kernel import AllReduceOp, Kernel, KernelCost, Op, Scope
 from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import AllReduceOp, Kernel, KernelCost, Op, Scope
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, get_runtime
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan
 from layerscope.runtime.routing import DEFAULT_ROUTING, parse_routing, scenario_traffic
+from layerscope.runtime.runtimes import get_runtime
 from layerscope.runtime.vllm import MoePlacement, VllmRuntime, linear
 
 if TYPE_CHECKING:

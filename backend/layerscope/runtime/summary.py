@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from layerscope.hardware.kernel import KernelCost
 from layerscope.runtime.chunks import GIB
 from layerscope.runtime.deployment import deployment_summary
-from layerscope.runtime.kernels import KernelCost
 from layerscope.runtime.kv.manager import SEQ
 
 if TYPE_CHECKING:

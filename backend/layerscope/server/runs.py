@@ -280,7 +280,7 @@ def replay_run(spec: ScenarioSpec, events: list[BaseModel]) -> PreparedRun:
     from layerscope.hardware.cost import CostModel
     from layerscope.hardware.gpus import gpu
     from layerscope.model.config import PRESETS
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
 
     summary = next((dict(e.figures) for e in reversed(events) if isinstance(e, SummaryEvent)), {})
     topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu(spec.gpu)))

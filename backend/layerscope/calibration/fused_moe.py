@@ -23,6 +23,9 @@ import numpy as np
 from layerscope.hardware.cost import FUSED_MOE, CostModel, FusedMoeConstants, is_fused_moe
 from layerscope.hardware.gpus import GB, GPU, gpu
 from layerscope.model.config import PRESETS
+from layerscope.runtime.deployment import shard
+from layerscope.runtime.vllm import VllmRuntime
+from layerscope.scenario import DeploymentSpec
 
 # A100 PCIe 40GB: the A100 SXM's compute and SMs with 1,555 GB/s of HBM2 (NVIDIA A100 datasheet, PCIe 40GB column).
 A100_PCIE_40GB = replace(gpu("a100-80g-sxm"), name="a100-pcie-40gb", hbm_bw=1555 * GB)
@@ -70,10 +73,6 @@ class MoeFit:
 
 def call_kernels(b: MoeBenchmark, tokens: int) -> list:
     """The plan's kernels for one fused_moe call of `tokens` tokens on one GPU of tp b.tp (router GEMM left out)."""
-    from layerscope.runtime.deployment import shard  # runtime imports hardware: import here, not at module level
-    from layerscope.runtime.vllm import VllmRuntime
-    from layerscope.scenario import DeploymentSpec
-
     # sharded in bf16: the benchmarks' fp8_w8a8 is per-tensor fp8 (no 128x128 blocks, so no block-size check)
     model = shard(PRESETS[b.model], DeploymentSpec(tp=b.tp))
     ks = VllmRuntime()._moe(model, tokens, b.dtype)
