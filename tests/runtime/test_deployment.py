@@ -5,19 +5,20 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from layerscope.hardware.cost import expected_distinct_experts
-from layerscope.hardware.gpus import GiB, gpu
-from layerscope.model.config import preset
-from layerscope.runtime.deployment import (
+from layerscope.deployment import (
     BLOCK_SIZE,
     CUDA_GRAPH_GIB,
     NON_TORCH_GIB,
     DeploymentError,
+    DeploymentSpec,
     kv_replication,
     place,
     shard,
 )
-from layerscope.scenario import DeploymentSpec, ScenarioSpec
+from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.hardware.gpus import GiB, gpu
+from layerscope.model.config import preset
+from layerscope.scenario import ScenarioSpec
 
 QWEN = preset("qwen3-235b-a22b")
 

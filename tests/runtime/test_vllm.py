@@ -6,14 +6,13 @@ from dataclasses import replace
 
 import pytest
 
+from layerscope.deployment import DeploymentSpec, shard
 from layerscope.hardware import tables
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
 from layerscope.hardware.kernel import ContextAttentionOp, GemmOp, Kernel, MoeOp
 from layerscope.model.config import PRESETS
-from layerscope.runtime.deployment import shard
 from layerscope.runtime.vllm import ATTENTION_KERNELS, VllmRuntime, decode_attention_kernel
-from layerscope.scenario import DeploymentSpec
 
 QWEN = PRESETS["qwen3-235b-a22b"]
 

@@ -20,12 +20,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from layerscope.deployment import DeploymentSpec, shard
 from layerscope.hardware.cost import FUSED_MOE, CostModel, FusedMoeConstants, is_fused_moe
 from layerscope.hardware.gpus import GB, GPU, gpu
 from layerscope.model.config import PRESETS
-from layerscope.runtime.deployment import shard
 from layerscope.runtime.vllm import VllmRuntime
-from layerscope.scenario import DeploymentSpec
 
 # A100 PCIe 40GB: the A100 SXM's compute and SMs with 1,555 GB/s of HBM2 (NVIDIA A100 datasheet, PCIe 40GB column).
 A100_PCIE_40GB = replace(gpu("a100-80g-sxm"), name="a100-pcie-40gb", hbm_bw=1555 * GB)

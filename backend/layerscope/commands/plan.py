@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
+from layerscope.deployment import MAX_NUM_SEQS, DeploymentSpec, Placement, place, shard
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
-from layerscope.runtime.deployment import MAX_NUM_SEQS, Placement, place, shard
-from layerscope.scenario import DeploymentSpec
 
 HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
 
