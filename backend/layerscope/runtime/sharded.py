@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from layerscope.deployment import DeploymentSpec, shard
+from layerscope.events import Topology
 from layerscope.hardware.collectives import CUSTOM_AR_MAX_BYTES, CollectiveCost, all_gather_us, all_reduce_us
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPU
@@ -106,6 +107,13 @@ def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
     if spec.deployment is None:
         return base, full
     return ShardedRuntime(base, spec.deployment, g, full, routing_of(spec)), shard(full, spec.deployment)
+
+
+def run_topology(spec: ScenarioSpec) -> Topology:
+    """The topology the engine builds for a scenario: its deployed plan's (a deployment's collectives included),
+    priced on its GPU. A replayed recording is shown with it (the server is handed it: commands/serve.py)."""
+    plan, model = deployed(spec)
+    return plan.topology(model, CostModel(gpu_preset(spec.gpu)))
 
 
 class ShardedRuntime(RuntimePlan):
