@@ -18,14 +18,17 @@ PKG = Path(__file__).resolve().parent.parent / "backend" / "layerscope"
 # the engine proper: what export must never reach into (it reads the result types, not the loop that built them)
 ENGINE = ("runtime.engine", "runtime.serving", "runtime.loop", "runtime.instance")
 SCHEMAS = ("schemas", "events", "protocol", "result")
+SPEC = ("scenario", "deployment", "strict", "budget")  # the spec and the types engine and server share
 
 # (importer prefix, forbidden target prefixes): a prefix matches the module itself and everything under it
 FORBIDDEN: list[tuple[str, tuple[str, ...]]] = [
     ("hardware", ("runtime",)),
     ("model", ("runtime",)),
     *[(s, ("runtime",)) for s in SCHEMAS],
+    *[(s, ("runtime", "server", "export", "calibration")) for s in SPEC],
+    ("hardware", ("calibration", "server", "export")),
     ("server", ("runtime", "hardware")),
-    ("export", ENGINE),
+    ("export", (*ENGINE, "server")),
 ]
 
 
@@ -167,10 +170,20 @@ def test_no_import_cycles():
         " <-> ".join(c) for c in found)
 
 
+def wrong_way(imports: list[Import], source: str, targets: tuple[str, ...]) -> list[str]:
+    return sorted({f"{i.source}:{i.line} -> {i.target}" for i in imports
+                   if under(i.source, source) and any(under(i.target, t) for t in targets)})
+
+
+def test_an_arrow_the_wrong_way_is_found():
+    up = [Import("hardware.cost", "runtime.kernels", 3, False, ""), Import("hardwarex", "runtime", 1, False, "")]
+    assert wrong_way(up, "hardware", ("runtime",)) == ["hardware.cost:3 -> runtime.kernels"]
+    assert wrong_way(up, "hardware", ("runtime.engine",)) == []
+
+
 @pytest.mark.parametrize(("source", "targets"), FORBIDDEN, ids=[s for s, _ in FORBIDDEN])
 def test_no_arrow_the_wrong_way(source, targets):
-    bad = sorted({f"{i.source}:{i.line} -> {i.target}" for i in IMPORTS
-                  if under(i.source, source) and any(under(i.target, t) for t in targets)})
+    bad = wrong_way(IMPORTS, source, targets)
     assert not bad, f"{source} must not import {', '.join(targets)}:\n" + "\n".join(bad)
 
 

@@ -500,3 +500,17 @@ def apply_overrides(spec: ScenarioSpec, overrides: dict[str, Any], source: str =
         return spec.with_overrides(overrides)
     except ValidationError as e:
         raise ScenarioError(format_validation_error(e, source, overrides)) from None
+
+
+def main_label(spec: ScenarioSpec) -> str:
+    """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
+    if spec.compare is None:
+        return spec.name
+    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
+
+
+def _dotted(obj: Any, path: str) -> Any:
+    """spec field by a dotted name, as compare.set names them ("workload.max_concurrency")."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj

@@ -41,7 +41,7 @@ from layerscope.export.palette import palette
 from layerscope.result import SimResult
 from layerscope.runtime.deployment import scenario_placement
 from layerscope.runtime.metrics import ServingMetrics
-from layerscope.server.overview import main_label
+from layerscope.scenario import main_label
 from layerscope.tour import format_value, tour_results
 
 GIB = 1024**3
