@@ -263,7 +263,7 @@ class _Run:
         return j < len(self._migration_times) and self._migration_times[j] < end
 
     def _faults_at(self, s: DecodeStepEvent) -> list[str]:
-        out = []
+        out: list[str] = []
         for f in self.spec.faults:
             if f.kind not in TIMING_FAULTS:
                 continue

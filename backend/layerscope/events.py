@@ -312,14 +312,6 @@ Event = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
-EVENT_KINDS = tuple(
-    m.model_fields["kind"].default
-    for m in (
-        PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
-        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent, DeploymentEvent, RunEvent,
-    )
-)
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
 MERGEABLE_KINDS = frozenset({"banks", "memory"})
 

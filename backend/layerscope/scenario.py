@@ -440,7 +440,7 @@ def safe_loader() -> Any:
                     raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
                 if isinstance(key, str):
                     seen.add(key)
-            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+            return super().construct_mapping(node, deep=deep)
 
     return UniqueKeyLoader
 

@@ -127,7 +127,7 @@ def run_grid(spec: ScenarioSpec, grid: dict[str, list[Any]], jobs: int = 1, ray_
     todo = [s for s in specs if not s.startswith("!")]
     run = runner or (lambda xs: _run_ray(xs, ray_address) if ray_address else _run_local(xs, jobs))
     done = iter(run(todo))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p, s in zip(points, specs, strict=True):
         if s.startswith("!"):
             rows.append({"set": p, "summary": {}, THROUGHPUT: None, TPOT: None, "pareto": False, "error": s[1:]})

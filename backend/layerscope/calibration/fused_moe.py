@@ -15,7 +15,6 @@ None of these kernel timings is a serving measurement: bench/bench_validation.py
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -78,7 +77,7 @@ def call_kernels(b: MoeBenchmark, tokens: int) -> list:
     return [k for k in ks if not (k.stage == "router" and k.kind == "gemm")]
 
 
-def _terms(benches: list[MoeBenchmark]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
+def _terms(benches: list[MoeBenchmark]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]:
     """Per point: the fixed part (every other kernel, and the fused kernels' launch + GEMM setup), and per fused
     kernel its compute time and its memory time at full bandwidth; plus (overlap, number of fused kernels)."""
     fixed, comp, mem, meas = [], [], [], []
@@ -151,7 +150,3 @@ def fit_all() -> dict[str, MoeFit]:
 def median_abs_error(rows: list[dict]) -> float:
     errs = sorted(abs(r["rel_error"]) for r in rows)
     return errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
-
-
-def log_rms(rows: list[dict]) -> float:
-    return math.sqrt(sum(math.log(r["simulated_us"] / r["measured_us"]) ** 2 for r in rows) / len(rows))

@@ -209,6 +209,7 @@ def kernels_for(cm: CostModel, op: str, s: dict[str, Any]) -> list[Kernel]:
         return [decode_attention_kernel(arch, b, kv, b * kv, s["q_heads"], s["kv_heads"], s["head_dim"],
                                         s["kv_dtype"])]
     n, nbytes = s["gpus"], s["bytes"]
+    spec: AllReduceOp | AllToAllOp
     if op == "all_reduce":
         graphs = s["impl"] == "custom"
         fallback = all_reduce_us(cm.gpu, n, nbytes, graphs)

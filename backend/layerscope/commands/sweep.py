@@ -39,7 +39,7 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int]]:
+def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int | str]]:
     rows = []
     for size in sizes:
         # Both sizes pinned: the sweep measures this chunk size even when free HBM is low.

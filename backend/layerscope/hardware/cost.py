@@ -35,11 +35,12 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from layerscope.hardware import tables
 from layerscope.hardware.gpus import GPU
-from layerscope.hardware.kernel import AttentionShape, ContextAttentionOp, CostEnv, Kernel, KernelCost, OpPart
+from layerscope.hardware.kernel import AttentionShape, Bound, ContextAttentionOp, CostEnv, Kernel, KernelCost, OpPart
 
 TENSOR_KINDS = ("gemm", "moe", "attention")
 TILE_N = 128  # output tile width of the sm80/sm90 cuBLAS kernels profiles show (tilesize128x128x64)
@@ -332,6 +333,7 @@ class CostModel:
         floor = self.prefill_floor_us if isinstance(kernel.op, ContextAttentionOp) else 0.0
         launch = max(launch, floor - busy)
         time_us = launch + busy + kernel.fixed_us + env.extra_us
+        bound: Bound
         if launch + kernel.fixed_us > busy:
             bound = "latency"
         else:
@@ -451,7 +453,7 @@ FA2_A100_PEAK_SHARE = 0.73
 FA4_B200_PEAK_SHARE = 0.71
 
 
-def _share_curves(table: dict[tuple[bool, int], tuple[int, ...]], scale: float) -> dict[tuple[bool, int], tuple]:
+def _share_curves(table: Mapping[tuple[bool, int], tuple[int, ...]], scale: float) -> dict[tuple[bool, int], tuple]:
     return {key: tuple(v * scale for v in row) for key, row in table.items()}
 
 

@@ -176,8 +176,7 @@ def quantize_layer(
         means = _linear_inputs(layer, calib_x, pos)
     weights: dict[str, object] = {}
     for name, w in layer.weights.items():
-        is_linear = isinstance(w, np.ndarray) and w.ndim == 2
-        if not is_linear or (name == "mlp.gate.weight" and not quantize_router):
+        if not isinstance(w, np.ndarray) or w.ndim != 2 or (name == "mlp.gate.weight" and not quantize_router):
             weights[name] = w
             continue
         qw = quantize(w, bits, group_size)

@@ -46,7 +46,6 @@ class ArticleProfile:
     init_us: float = 800.0  # decode pipeline initialisation
     l2_warmup_us: float = 300.0  # first touch of the L2-resident data (embedding rows, LUT)
     sla_ms: float = 10.0  # decode step latency SLA
-    jitter_band_ms: float = 0.5  # +- band around the median step latency counted as normal (width assumed)
     lut_entries: int = 256  # sigmoid lookup table (fp16 entries)
 
 

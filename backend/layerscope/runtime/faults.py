@@ -184,9 +184,6 @@ class FaultPlan:
     def of(self, kind: str) -> list[FaultState]:
         return [s for s in self.states if s.spec.kind == kind]
 
-    def has(self, kind: str) -> bool:
-        return any(s.spec.kind == kind for s in self.states)
-
     def scheduler_disabled_from(self) -> int | None:
         starts = [s.spec.at_chunk or 0 for s in self.of("chunk_scheduler_disabled")]
         return min(starts) if starts else None

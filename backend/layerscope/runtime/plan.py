@@ -95,7 +95,8 @@ class RuntimePlan:
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """What a model step runs outside its decoder layers (embedding, final norm, lm_head, sampling, host
-        time): priced once per step. Empty until the deployment work fills it in."""
+        time): priced once per step. None without a deployment (one layer's study); ShardedRuntime (sharded.py)
+        returns them under one."""
         return []
 
     def switch_over(self, model: ModelConfig) -> list[Kernel]:

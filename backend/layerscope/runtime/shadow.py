@@ -181,7 +181,9 @@ class NumericShadow:
                 with np.errstate(all="ignore"):  # NaN scales are the point
                     self.faulty.weights[name] = qw.dequantize()
             else:
-                w = self.faulty.weights[name].copy()
+                src = self.faulty.weights[name]
+                assert isinstance(src, np.ndarray)  # the float targets: quantized ones are the branch above
+                w = src.copy()
                 flips += flip_bits(w, per, rate, rng, bits=(30,))  # fp32 exponent MSB
                 self.faulty.weights[name] = w
         return flips

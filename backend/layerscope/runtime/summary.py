@@ -82,7 +82,7 @@ def _per_layer(costs: list[KernelCost]) -> list[KernelCost]:
     return [c for c in costs if c.kernel.scope == "layer"]
 
 
-def _r(x: float) -> float:
+def _r(x: float | np.floating) -> float:
     return round(float(x), 3)
 
 

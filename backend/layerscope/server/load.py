@@ -233,7 +233,7 @@ def _recorded_differences(events: list[BaseModel], spec: scn.ScenarioSpec) -> di
     in_force = {"default": "chunk_size", "low_memory": "low_mem_chunk_size"}
     for e in events:
         name = in_force.get(e.reason) if isinstance(e, ChunkEvent) else None
-        if name is not None and name not in diffs and e.chunk_size != getattr(spec, name):
+        if name is not None and isinstance(e, ChunkEvent) and name not in diffs and e.chunk_size != getattr(spec, name):
             diffs[name] = (e.chunk_size, getattr(spec, name))
     return diffs
 

@@ -185,16 +185,16 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
 OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict", "request", "step"})
 
 
-def streamed_events(result: SimResult) -> list[EncodedEvent]:
+def streamed_events(result: SimResult) -> list[dict[str, Any]]:
     """The events frames carry, sorted by time (stably: ties keep the run's order): all but OVERVIEW_ONLY, kernels
     slim (`row` counts kernels in the run's order, as the overview's table lists them)."""
-    out: list[EncodedEvent] = []
+    out: list[dict[str, Any]] = []  # EncodedEvents
     row = 0
     for e in result.events:
-        if e.kind == "kernel":  # type: ignore[attr-defined]
+        if e.kind == "kernel":
             out.append(streamed_kernel(e, row))
             row += 1
-        elif e.kind not in OVERVIEW_ONLY:  # type: ignore[attr-defined]
+        elif e.kind not in OVERVIEW_ONLY:
             out.append(event_dict(e))
     return sorted(out, key=lambda e: e["t_us"])
 

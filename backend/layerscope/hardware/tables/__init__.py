@@ -38,6 +38,7 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from layerscope.hardware.gpus import GPUS, gpu
 from layerscope.hardware.kernel import (
@@ -287,5 +288,6 @@ def _all_to_all(system: str, op: AllToAllOp) -> Measured | None:
     return lookup(system, "all_to_all", (op.gpus,), (float(op.bytes),))
 
 
-_PRICERS = {GemmOp: _gemm, MoeOp: _moe, ContextAttentionOp: _context, DecodeAttentionOp: _decode,
-            AllReduceOp: _all_reduce, AllToAllOp: _all_to_all}
+_PRICERS: dict[type, Callable[[str, Any], Measured | None]] = {
+    GemmOp: _gemm, MoeOp: _moe, ContextAttentionOp: _context, DecodeAttentionOp: _decode,
+    AllReduceOp: _all_reduce, AllToAllOp: _all_to_all}
