@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench browser-deps clean
+.PHONY: run test test-fast lint typecheck digests bench browser-deps clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -28,9 +28,24 @@ browser-deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
+# The whole suite, as CI runs it (.ci/run): lint, types, the event digests, then every test, browser ones included.
 test: $(STAMP) browser-deps
 	$(BIN)/ruff check backend tests bench
+	$(BIN)/python -m mypy
+	$(BIN)/python bench/event_digests.py --check bench/event_digests.json
 	$(BIN)/python -m pytest -q
+
+# The inner loop: lint and every test but the browser ones (about a third of `make test`'s time).
+test-fast: $(STAMP)
+	$(BIN)/ruff check backend tests bench
+	$(BIN)/python -m pytest -q -m "not browser"
+
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
+
+# Every preset's events against the committed digests (bench/event_digests.json); --save rewrites the file.
+digests: $(STAMP)
+	$(BIN)/python bench/event_digests.py --check bench/event_digests.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check backend tests bench

@@ -30,9 +30,9 @@ import numpy as np
 from layerscope.commands.kernel import kernels_for
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
+from layerscope.hardware.kernel import Kernel
 from layerscope.hardware.tables import SYSTEMS, manifest
 from layerscope.hardware.tables.validation import fp8_proxy_ratios, held_out_rows
-from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.vllm import MoePlacement, moe_kernels
 
 GPU_OF = {system: name for name, system in SYSTEMS.items()}

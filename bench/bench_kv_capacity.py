@@ -12,10 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from layerscope.deployment import DeploymentSpec, place
 from layerscope.hardware.gpus import GiB, gpu
 from layerscope.model.config import resolve
-from layerscope.runtime.deployment import place
-from layerscope.scenario import DeploymentSpec
 
 
 @dataclass(frozen=True)

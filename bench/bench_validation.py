@@ -1,7 +1,7 @@
 """Simulated vs published serving measurements of Qwen3 MoE models (sources in bench/README.md).
 
 Nothing here was fitted: the cost model's constants come from `layerscope calibrate` on Vidur's Llama-2-7B kernel
-profiles and from published fused_moe kernel microbenchmarks (hardware/fused_moe_fit.py), so every row below is held
+profiles and from published fused_moe kernel microbenchmarks (calibration/fused_moe.py), so every row below is held
 out. Prints one JSON line (the error table and the simulator's wall time).
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_validation.py [--quick]

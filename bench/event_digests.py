@@ -1,8 +1,10 @@
-"""Byte-identity check for engine refactors: the sha256 of every preset's JSONL recording (and of its compare
-run) and of the serving bench workload's, saved before a change and checked after it.
+"""Byte-identity check of the events: the sha256 of every preset's JSONL recording (and of its compare run) and of
+the serving bench workloads', against the committed bench/event_digests.json (`make test` and CI check it).
 
-    .venv/bin/python bench/event_digests.py --save /tmp/before.json      # on the old code
-    .venv/bin/python bench/event_digests.py --check /tmp/before.json     # on the new code: exit 1 on a change
+    .venv/bin/python bench/event_digests.py --check bench/event_digests.json   # exit 1 on a change, naming it
+    .venv/bin/python bench/event_digests.py --save bench/event_digests.json    # a change to the events on purpose
+
+A commit that changes events updates the file in the same commit and says why in its message ("events change: ...").
 """
 
 from __future__ import annotations
@@ -60,9 +62,20 @@ def main() -> None:
         write_text_atomic(args.save, json.dumps(got, indent=1, sort_keys=True) + "\n")
         return
     want = json.loads(args.check.read_text())
-    bad = [k for k, v in got.items() if want.get(k) != v]
-    print("identical" if not bad else f"CHANGED: {bad}")
+    bad = changed(want, got)
+    print("identical" if not bad else failure_message(bad, args.check))
     sys.exit(1 if bad else 0)
+
+
+def changed(want: dict[str, str], got: dict[str, str]) -> list[str]:
+    """The runs whose digest differs from, or is missing in, `want`."""
+    return sorted(k for k, v in got.items() if want.get(k) != v)
+
+
+def failure_message(bad: list[str], path: Path) -> str:
+    return (f"CHANGED: the events of {', '.join(bad)} differ from {path}. If the change is on purpose, update the "
+            f"file with `python bench/event_digests.py --save {path}` in the same commit, and say why in its "
+            "message (\"events change: ...\"); if not, the change broke byte-identical events.")
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def test_installed_wheel_finds_its_assets_outside_the_repo(installed: Path, tmp_
     code = (
         "import layerscope.paths as p, layerscope;"
         "print(layerscope.__file__); print(p.frontend_dir()); print(p.scenarios_dir());"
-        "import layerscope.hardware.calibration as c; print(c.calibration_dir())"
+        "import layerscope.calibration.gemm as c; print(c.calibration_dir())"
     )
     lines = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, check=True,
                            capture_output=True, text=True).stdout.split()

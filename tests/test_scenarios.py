@@ -43,8 +43,8 @@ def test_preset_is_a_complete_story(name: str) -> None:
 def _simulated_weights_gib(spec: scenario.ScenarioSpec) -> float:
     """What one GPU of the run holds in weights: a deployment's (or a serving run's, at tp 1 without one) whole
     model shard; a one-request run without a deployment simulates one layer of the model."""
+    from layerscope.deployment import shard, weight_bytes_per_gpu
     from layerscope.model.config import PRESETS
-    from layerscope.runtime.deployment import shard, weight_bytes_per_gpu
 
     model = PRESETS[spec.model]
     dep = spec.deployment or scenario.DeploymentSpec()

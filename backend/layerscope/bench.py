@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 PERCENTILE_METRICS = {  # key stem -> (section title, label)
     "ttft": ("Time to First Token", "TTFT"),
@@ -32,7 +32,7 @@ FRONTEND_KEYS = {
     "mean_frontend_response_ms": "  detokenize, SSE stream (ms):",
 }
 # SGLang bench_serving names -> vLLM's.
-SGLANG_KEYS = {
+SGLANG_KEYS: dict[str, str] = {
     "mean_e2e_latency_ms": "mean_e2el_ms",
     "median_e2e_latency_ms": "median_e2el_ms",
     "p99_e2e_latency_ms": "p99_e2el_ms",
@@ -100,7 +100,7 @@ def load_measured(path: Path) -> dict[str, Any]:
             raise ValueError(f"--compare-to {path}: not a vLLM or SGLang result JSON ({e.msg})") from None
     if not isinstance(data, dict) or not any(k in data for k in COMPARED):
         raise ValueError(f"--compare-to {path}: no serving metrics found (expected keys like median_tpot_ms)")
-    return {SGLANG_KEYS.get(k, k): v for k, v in data.items()}
+    return {SGLANG_KEYS.get(str(k), str(k)): v for k, v in data.items()}
 
 
 def compare(measured: dict[str, Any], simulated: dict[str, Any]) -> list[dict[str, Any]]:
@@ -117,7 +117,7 @@ def compare(measured: dict[str, Any], simulated: dict[str, Any]) -> list[dict[st
     return rows
 
 
-def _number(v: Any) -> bool:
+def _number(v: Any) -> TypeGuard[int | float]:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 

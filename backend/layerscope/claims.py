@@ -38,8 +38,12 @@ from layerscope.events import (
     PageAllocEvent,
     PageMigrateEvent,
 )
+from layerscope.hardware.gpus import gpu
 from layerscope.model.config import preset
+from layerscope.model.numerics import measure_all
 from layerscope.result import SimResult
+from layerscope.runtime.engine import simulate
+from layerscope.runtime.runtimes import get_runtime
 from layerscope.scenario import ScenarioSpec
 
 Kind = Literal["value", "at_most", "exact"]
@@ -88,8 +92,6 @@ ARTICLE_SETTING_TEXT = (
 @functools.lru_cache(maxsize=2)
 def article_run(allocator: str = "bank_aware") -> SimResult:
     """The probe: the article's setting simulated once per process (about 0.1 s, bounded by ARTICLE_SETTING)."""
-    from layerscope.runtime.engine import simulate  # the engine is heavy and imports this module's users
-
     return simulate(ScenarioSpec(**ARTICLE_SETTING, allocator=allocator))  # type: ignore[arg-type]
 
 
@@ -97,7 +99,6 @@ def article_run(allocator: str = "bank_aware") -> SimResult:
 class Claim:
     """One figure the article states. `kind`: value (within +-tolerance, relative), at_most (an upper bound),
     exact (a setting or count that must match). `scope`: where it is evaluated (module docstring)."""
-
     id: str
     what: str
     stated: float | None
@@ -185,7 +186,6 @@ class Measured:
 @dataclass
 class _Step:
     """One decode step with what disturbed it."""
-
     event: DecodeStepEvent
     pipeline_ms: float  # whole-model time of the layer pipeline: no host traffic, no switch-over
     stage_ms: float  # sum of stage times, per-layer stages x layers, whole-model stages once
@@ -263,7 +263,7 @@ class _Run:
         return j < len(self._migration_times) and self._migration_times[j] < end
 
     def _faults_at(self, s: DecodeStepEvent) -> list[str]:
-        out = []
+        out: list[str] = []
         for f in self.spec.faults:
             if f.kind not in TIMING_FAULTS:
                 continue
@@ -290,8 +290,6 @@ def _sum_bytes_flops(kernels: list[KernelEvent]) -> tuple[float, float, float]:
 
 def _roofline_line(run: _Run, phase: str) -> str:
     """Bytes moved / HBM bandwidth and FLOPs / peak, for one prefill layer or one steady decode step (whole model)."""
-    from layerscope.hardware.gpus import gpu
-
     if phase == "prefill":
         ks, per, scale, what = run.phase_kernels("prefill"), 1, 1, "per prefill layer"
     else:
@@ -391,7 +389,6 @@ def _m_first_step(run: _Run) -> Measured:
     later = [s for s in run.steady()]
     if not steps or steps[0].event.step != 0 or not later:
         return Measured(None)
-    from layerscope.runtime.plan import get_runtime
 
     if not get_runtime(run.spec.runtime).switch_over(preset(run.spec.model)):
         return Measured(None)  # a runtime with no switch-over (vllm): the first step differs only by noise
@@ -512,10 +509,6 @@ def _m_banks(run: _Run) -> Measured:
 
 @functools.lru_cache(maxsize=8)
 def _numerics(seed: int) -> dict[str, float]:
-    try:
-        from layerscope.model.numerics import measure_all
-    except ImportError:  # numerics module not installed in this build: the rows say "not exercised"
-        return {}
     return {k: float(v) for k, v in measure_all(seed).items() if isinstance(v, int | float)}
 
 

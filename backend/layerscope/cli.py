@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from layerscope import __version__, commands
 
@@ -29,7 +29,7 @@ class UsageError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too; we don't)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse prints usage too; we don't)
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         raise SystemExit(2)
 

@@ -57,7 +57,7 @@ class KernelEvent(_Event):
     # from the one-layer timeline and left out of per-layer stage shares and HBM utilisation
     scope: Literal["layer", "model"] = "layer"
     # where dur_us comes from: "measured" (a measured kernel table, named in `table` as "system · backend version ·
-    # file · kernel", runtime/kernels.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
+    # file · kernel", hardware/kernel.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
     source: Literal["measured", "analytic"] = "analytic"
     table: str = ""
     instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
@@ -327,14 +327,6 @@ Event = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
-EVENT_KINDS = tuple(
-    m.model_fields["kind"].default
-    for m in (
-        PhaseEvent, KernelEvent, ChunkEvent, BanksEvent, PageAllocEvent, PageFreeEvent, AllocFailEvent,
-        PageMigrateEvent, PageEvictEvent, MemoryEvent, DecodeStepEvent, RequestEvent, StepEvent, FaultEvent, CrcEvent,
-        NumericsEvent, ExpertsEvent, SummaryEvent, DeploymentEvent, RunEvent,
-    )
-)
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
 MERGEABLE_KINDS = frozenset({"banks", "memory"})
 

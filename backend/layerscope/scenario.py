@@ -13,18 +13,20 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
+from layerscope.deployment import DeploymentSpec, check_fits
+from layerscope.hardware.gpus import GpuName
+from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.hardware.routing import DEFAULT_ROUTING, RoutingError, check_routing
 from layerscope.model.config import PRESETS
 from layerscope.paths import scenarios_dir
-from layerscope.runtime.routing import DEFAULT_ROUTING, RoutingError, check_routing
+from layerscope.strict import MAX_PROMPT_LEN, Strict
 
 Runtime = Literal["article", "vllm"]
-GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
 AllocatorPolicy = Literal["bank_aware", "naive"]
 FaultKind = Literal["stale_chunk_metadata", "chunk_scheduler_disabled", "ecc_bitflips", "memory_contention"]
 ActionKind = Literal["compact", "pressure", "release", "validate"]
 
 # Hard limits: no scenario may exceed them (they bound server memory and CPU per request).
-MAX_PROMPT_LEN = 262_144
 MAX_DECODE_STEPS = 8_192
 MAX_BANKS = 256
 MAX_PAGES = 65_536  # pages of one sequence (prompt + decode + hint)
@@ -36,12 +38,6 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 DEFAULT_PAGE_SIZE: dict[str, int] = {"article": 256, "vllm": 16}
 DEFAULT_FREE_HBM_GIB = 40.0  # the KV pool of a scenario that names neither free_hbm_gib nor a deployment
-
-
-class Strict(BaseModel):
-    """Strict types: `prompt_len: true` or `"8192"` is refused, not read as 1 or 8192 (an int is still a float)."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class FaultSpec(Strict):
@@ -211,48 +207,6 @@ class CompareSpec(Strict):
         return v
 
 
-class DeploymentSpec(Strict):
-    """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
-
-    MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
-    One node of up to 8 GPUs (the measured collectives go to 8)."""
-
-    tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
-    ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")
-    weight_dtype: Literal["bf16", "fp8"] = Field(
-        "bf16", description="fp8: e4m3 with 128x128 block scales, as Qwen/Qwen3-235B-A22B-FP8"
-    )
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache precision (vLLM --kv-cache-dtype)")
-    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="share of GPU memory vLLM may use")
-    cuda_graphs: bool = Field(True, description="decode steps replay CUDA graphs (vLLM's default; off = eager)")
-    cuda_graph_memory_profiled: bool = Field(
-        True, description="the KV budget leaves room for the CUDA graph pool (vLLM's default since v0.21.0, "
-        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; before, graphs were captured after the KV cache was sized, outside "
-        "the budget)"
-    )
-    async_scheduling: bool = Field(
-        True, description="the engine schedules step N+1 while step N runs (vLLM --async-scheduling: opt-in up to "
-        "v0.11, the default since; off = the host's step work is exposed between steps)"
-    )
-    max_model_len: int | None = Field(
-        None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
-    )
-    engine: Literal["vllm", "sglang"] = Field(
-        "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
-        "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
-    )
-
-    @model_validator(mode="after")
-    def _ep_divides_tp(self) -> DeploymentSpec:
-        if self.tp % self.ep:
-            raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
-        return self
-
-    @property
-    def moe_tp(self) -> int:
-        return self.tp // self.ep
-
-
 class ScenarioSpec(Strict):
     name: str = Field("custom", description="slug, lower-case letters, digits and dashes")
     title: str = Field("Custom scenario", max_length=120)
@@ -338,9 +292,9 @@ class ScenarioSpec(Strict):
         the CLI and the server say so."""
         if self.deployment is not None or (self.workload is not None and self.free_hbm_gib is not None
                                            and self.runtime == "vllm"):
-            from layerscope.runtime.deployment import check_scenario
-
-            check_scenario(self)
+            check_fits(PRESETS[self.model], gpu_preset(self.gpu), self.runtime, self.deployment, self.free_hbm_gib,
+                       serving=self.workload is not None, max_num_batched_tokens=self.scheduler.max_num_batched_tokens,
+                       max_num_seqs=self.scheduler.max_num_seqs)
         return self
 
     @model_validator(mode="after")
@@ -486,7 +440,7 @@ def safe_loader() -> Any:
                     raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
                 if isinstance(key, str):
                     seen.add(key)
-            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+            return super().construct_mapping(node, deep=deep)
 
     return UniqueKeyLoader
 
@@ -546,3 +500,17 @@ def apply_overrides(spec: ScenarioSpec, overrides: dict[str, Any], source: str =
         return spec.with_overrides(overrides)
     except ValidationError as e:
         raise ScenarioError(format_validation_error(e, source, overrides)) from None
+
+
+def main_label(spec: ScenarioSpec) -> str:
+    """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
+    if spec.compare is None:
+        return spec.name
+    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
+
+
+def _dotted(obj: Any, path: str) -> Any:
+    """spec field by a dotted name, as compare.set names them ("workload.max_concurrency")."""
+    for part in path.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
+    return obj

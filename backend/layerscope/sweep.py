@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioError, ScenarioSpec, format_validation_error, known_field
 
 MAX_POINTS = 256  # a sweep is a handful of deployments x loads; bounded so no request can run without end
@@ -80,8 +81,6 @@ class SweepCancelled(Exception):
 def run_point(spec_json: str, check: Callable[[int], None] | None = None) -> dict[str, Any]:
     """One point: a spec (as JSON, so it travels to other processes and Ray workers unchanged) -> its summary.
     `check`: called every few engine steps; raises to stop the run."""
-    from layerscope.runtime.engine import simulate  # the engine's imports are paid by the commands that run it
-
     spec = ScenarioSpec.model_validate_json(spec_json)
     # a point keeps its summary only: build no events
     return dict(simulate(spec, check=check, summary_only=True).summary)
@@ -128,7 +127,7 @@ def run_grid(spec: ScenarioSpec, grid: dict[str, list[Any]], jobs: int = 1, ray_
     todo = [s for s in specs if not s.startswith("!")]
     run = runner or (lambda xs: _run_ray(xs, ray_address) if ray_address else _run_local(xs, jobs))
     done = iter(run(todo))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for p, s in zip(points, specs, strict=True):
         if s.startswith("!"):
             rows.append({"set": p, "summary": {}, THROUGHPUT: None, TPOT: None, "pareto": False, "error": s[1:]})

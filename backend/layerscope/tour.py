@@ -34,9 +34,9 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 def _term(result: SimResult, term: str) -> Figure:
     source, key = result, term
     if term.startswith("compare."):
-        source, key = result.compare, term.removeprefix("compare.")
-        if source is None:
+        if result.compare is None:
             raise KeyError(f"{term!r}: this run has no compare run")
+        source, key = result.compare, term.removeprefix("compare.")
     if key not in source.summary:
         raise KeyError(f"{term!r} is not a summary figure of this run")
     return source.summary[key]
@@ -106,9 +106,10 @@ def _picked(result: SimResult, step: TourStep) -> Any:
     """The event a step pauses at: the first match, the at_nth-th, or the one with the largest at_max field."""
     assert step.at_event is not None
     found = matching_events(result, step.at_event)
-    if step.at_max is not None:
-        valued = [e for e in found if isinstance(getattr(e, step.at_max, None), int | float)]
-        return max(valued, key=lambda e: getattr(e, step.at_max)) if valued else None  # the first of equals
+    at_max = step.at_max
+    if at_max is not None:
+        valued = [e for e in found if isinstance(getattr(e, at_max, None), int | float)]
+        return max(valued, key=lambda e: getattr(e, at_max)) if valued else None  # the first of equals
     i = 0 if step.at_nth is None else step.at_nth - 1 if step.at_nth > 0 else step.at_nth
     return found[i] if -len(found) <= i < len(found) else None
 

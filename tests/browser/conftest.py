@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 _spec = importlib.util.spec_from_file_location("browser_helpers", Path(__file__).with_name("helpers.py"))
@@ -38,7 +38,7 @@ CHROMIUM_ARGS = [
 def server_url() -> Iterator[str]:
     port = free_port()
     settings = Settings(port=port, play_seconds=6.0, default_scenario="prefill-8k-chunked")
-    config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+    config = uvicorn.Config(build_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

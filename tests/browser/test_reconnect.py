@@ -9,7 +9,7 @@ import pytest
 import uvicorn
 from browser_helpers import Page, free_port
 
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 pytestmark = pytest.mark.browser
@@ -19,7 +19,7 @@ STORE = "window.__layerscope.store"
 class ThreadServer:
     def __init__(self, port: int) -> None:
         config = uvicorn.Config(
-            create_app(Settings(port=port, play_seconds=30.0)),
+            build_app(Settings(port=port, play_seconds=30.0)),
             host="127.0.0.1",
             port=port,
             log_level="error",

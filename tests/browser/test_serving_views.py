@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 pytestmark = pytest.mark.browser
@@ -37,7 +37,7 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 @pytest.fixture(scope="module")
 def fake_url() -> Iterator[str]:
     port = free_port()
-    app = create_app(Settings(port=port, play_seconds=5.0), simulate=servingfake.fake_serving)
+    app = build_app(Settings(port=port, play_seconds=5.0), simulate=servingfake.fake_serving)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -10,7 +10,7 @@ import pytest
 
 from layerscope.cli import main
 from layerscope.hardware import tables
-from layerscope.runtime.kernels import AllReduceOp, ContextAttentionOp, GemmOp, MoeOp
+from layerscope.hardware.kernel import AllReduceOp, ContextAttentionOp, GemmOp, MoeOp
 
 SPECS = [
     {"op": "gemm", "gpu": "h200", "m": 1024, "n": 4096, "k": 4096, "dtype": "bf16"},

@@ -7,10 +7,9 @@ import json
 import pytest
 
 from layerscope.cli import main
+from layerscope.deployment import DeploymentSpec, place
 from layerscope.hardware.gpus import gpu
 from layerscope.model.config import preset
-from layerscope.runtime.deployment import place
-from layerscope.scenario import DeploymentSpec
 
 
 def test_plan_json_gives_the_placement_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,8 +14,8 @@ from fastapi.testclient import TestClient
 from hardening_util import wait_for
 
 from layerscope import scenario as scn
+from layerscope.commands.serve import build_app, simulator
 from layerscope.runtime.engine import simulate
-from layerscope.server.app import create_app
 from layerscope.server.runs import Busy, RunCache
 from layerscope.server.settings import Settings
 
@@ -45,7 +45,7 @@ class SlowSim:
 
 def test_a_client_that_leaves_during_its_load_cancels_the_simulation() -> None:
     sim = SlowSim()
-    app = create_app(Settings(), simulate=sim)
+    app = build_app(Settings(), simulate=sim)
     with TestClient(app) as client:
         with client.websocket_connect("/ws") as ws:
             ws.send_json({"type": "load", "spec": {"decode_steps": 3}})
@@ -60,7 +60,7 @@ def test_a_client_that_leaves_during_its_load_cancels_the_simulation() -> None:
 
 def test_a_newer_load_supersedes_the_pending_one() -> None:
     sim = SlowSim()
-    with TestClient(create_app(Settings(), simulate=sim)) as client, client.websocket_connect("/ws") as ws:
+    with TestClient(build_app(Settings(), simulate=sim)) as client, client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "spec": {"decode_steps": 3}})
         assert sim.started.acquire(timeout=10)
         ws.send_json({"type": "load", "spec": {"decode_steps": 4}})  # the first one is nobody's any more
@@ -75,7 +75,7 @@ def test_a_shared_simulation_runs_on_while_someone_waits() -> None:
     sim = SlowSim()
 
     async def go() -> None:
-        cache = RunCache(sim, max_concurrent=1)
+        cache = RunCache(simulator(sim), max_concurrent=1)
         spec = scn.parse_spec({"decode_steps": 2})
         first = asyncio.create_task(cache.get(spec))
         second = asyncio.create_task(cache.get(spec))
@@ -93,7 +93,7 @@ def test_the_queue_is_bounded_and_says_busy() -> None:
     sim = SlowSim()
 
     async def go() -> None:
-        cache = RunCache(sim, max_concurrent=1, max_queue=1)
+        cache = RunCache(simulator(sim), max_concurrent=1, max_queue=1)
         running = asyncio.create_task(cache.get(scn.parse_spec({"decode_steps": 1})))
         await asyncio.to_thread(sim.started.acquire, True, 10)
         queued = asyncio.create_task(cache.get(scn.parse_spec({"decode_steps": 2})))
@@ -112,7 +112,7 @@ def test_the_queue_is_bounded_and_says_busy() -> None:
 
 def test_busy_reaches_the_client_as_an_error_and_503() -> None:
     sim = SlowSim()
-    with TestClient(create_app(Settings(max_concurrent_sims=1, max_queue=0), simulate=sim)) as client:
+    with TestClient(build_app(Settings(max_concurrent_sims=1, max_queue=0), simulate=sim)) as client:
         with client.websocket_connect("/ws") as ws, client.websocket_connect("/ws") as other:
             ws.send_json({"type": "load", "spec": {"decode_steps": 1}})
             assert sim.started.acquire(timeout=10)
@@ -133,7 +133,7 @@ def test_a_preset_as_shipped_has_its_own_slot() -> None:
     def route(spec: scn.ScenarioSpec, check: Callable[[int], None] | None = None) -> Any:
         return real(spec) if spec.name == "decode-pulses" and spec.decode_steps == 100 else sim(spec, check)
 
-    with TestClient(create_app(Settings(max_concurrent_sims=1), simulate=route)) as client:
+    with TestClient(build_app(Settings(max_concurrent_sims=1), simulate=route)) as client:
         with client.websocket_connect("/ws") as heavy, client.websocket_connect("/ws") as viewer:
             heavy.send_json({"type": "load", "spec": {"decode_steps": 1}})
             assert sim.started.acquire(timeout=10)

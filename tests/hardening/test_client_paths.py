@@ -16,11 +16,11 @@ from fastapi.testclient import TestClient
 from hardening_util import answer_then_probe
 
 from layerscope import scenario as scn
+from layerscope.commands.serve import build_app
 from layerscope.paths import scenarios_dir
 from layerscope.runtime import workload
 from layerscope.runtime.workload import TraceError, load_trace
 from layerscope.server import load as server_load
-from layerscope.server.app import create_app
 from layerscope.server.settings import Settings
 
 SMALL = {"workload.num_requests": 3, "workload.input_len": 64, "workload.output_len": 4}
@@ -35,7 +35,7 @@ def fifo(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings())) as c:
+    with TestClient(build_app(Settings())) as c:
         yield c
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.runs import Busy, ExportCache
 from layerscope.server.settings import Settings
 
@@ -21,7 +21,7 @@ BODY = {"scenario": "decode-pulses", "set": {"decode_steps": 20}}
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings())) as c:
+    with TestClient(build_app(Settings())) as c:
         yield c
 
 

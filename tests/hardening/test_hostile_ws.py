@@ -18,8 +18,8 @@ from hardening_util import SHORT, RawClient, ServerProcess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from layerscope.commands.serve import build_app
 from layerscope.protocol import MAX_MESSAGE_BYTES, MAX_REPLAY_BYTES
-from layerscope.server.app import create_app
 from layerscope.server.settings import Settings
 
 COMMANDS = ("load", "play", "pause", "step", "seek", "speed")
@@ -37,7 +37,7 @@ class Records(logging.Handler):
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(play_seconds=2.0, tick_s=0.005, commands_per_s=1e6))) as c:  # a probe a message
+    with TestClient(build_app(Settings(play_seconds=2.0, tick_s=0.005, commands_per_s=1e6))) as c:  # a probe a message
         yield c
 
 

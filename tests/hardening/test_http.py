@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, settings
 from starlette.websockets import WebSocketDisconnect
 
 from layerscope.commands import serve
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
-APP = create_app(Settings())
+APP = build_app(Settings())
 SCHEMA = schemathesis.openapi.from_asgi("/openapi.json", APP)
 
 
@@ -63,7 +63,7 @@ def test_websocket_accepts_its_own_origin_and_listed_ones(client: TestClient) ->
     with client.websocket_connect("/ws", headers={"origin": "http://testserver"}) as ws:
         ws.send_json({"type": "pause"})
         assert ws.receive_json()["type"] == "error"  # served (nothing loaded yet)
-    listed = TestClient(create_app(Settings(allowed_origins=["https://lab.example"])))
+    listed = TestClient(build_app(Settings(allowed_origins=["https://lab.example"])))
     with listed.websocket_connect("/ws", headers={"origin": "https://lab.example"}) as ws:
         ws.send_json({"type": "pause"})
         assert ws.receive_json()["type"] == "error"

@@ -10,14 +10,14 @@ from fastapi.testclient import TestClient
 from hardening_util import wait_for
 
 from layerscope import scenario as scn
+from layerscope.commands.serve import build_app, simulator
 from layerscope.runtime.engine import simulate
-from layerscope.server.app import create_app
 from layerscope.server.runs import Busy, RunCache
 from layerscope.server.settings import Settings
 
 
 def test_a_loaded_message_over_its_limit_is_refused() -> None:
-    with TestClient(create_app(Settings(max_loaded_bytes=10_000))) as client, client.websocket_connect("/ws") as ws:
+    with TestClient(build_app(Settings(max_loaded_bytes=10_000))) as client, client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": "decode-pulses"})
         err = ws.receive_json()
         assert err["type"] == "error" and "first screen" in err["message"] and "MiB" in err["message"], err
@@ -27,7 +27,7 @@ def test_runs_alive_at_once_are_bounded_and_refused_busy() -> None:
     n = len(simulate(scn.parse_spec({"prompt_len": 64, "decode_steps": 100})).events)
 
     async def go() -> None:  # room for a held run and one simulating, not for two held runs and one simulating
-        cache = RunCache(simulate, max_memory_events=3 * n + 100, max_run_events=n + 100)
+        cache = RunCache(simulator(simulate), max_memory_events=3 * n + 100, max_run_events=n + 100)
         a = await cache.get(scn.parse_spec({"prompt_len": 64, "decode_steps": 100}))
         cache.hold(a)  # a viewer shows it: it cannot be dropped
         b = await cache.get(scn.parse_spec({"prompt_len": 64, "decode_steps": 101}))
@@ -46,7 +46,7 @@ def test_runs_alive_at_once_are_bounded_and_refused_busy() -> None:
 
 
 def test_a_custom_run_nobody_shows_leaves_the_cache_and_presets_stay() -> None:
-    app = create_app(Settings())
+    app = build_app(Settings())
     with TestClient(app) as client:
         with client.websocket_connect("/ws") as ws:
             ws.send_json({"type": "load", "scenario": "decode-pulses"})
@@ -61,7 +61,7 @@ def test_a_custom_run_nobody_shows_leaves_the_cache_and_presets_stay() -> None:
 
 
 def test_a_closed_session_lets_go_of_its_run() -> None:
-    app = create_app(Settings())
+    app = build_app(Settings())
     with TestClient(app) as client:
         for _ in range(3):
             with client.websocket_connect("/ws") as ws:

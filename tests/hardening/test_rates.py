@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from layerscope.commands.serve import build_app, simulator
 from layerscope.server import session as session_module
-from layerscope.server.app import create_app
 from layerscope.server.runs import RunCache
 from layerscope.server.session import Session
 from layerscope.server.settings import Settings
@@ -30,7 +30,7 @@ def _drain(ws: Any, until: str = "state", limit: int = 10_000) -> list[dict[str,
 
 
 def test_a_seek_flood_coalesces_to_a_few_rebuilds_ending_at_the_last_target() -> None:
-    with TestClient(create_app(Settings(seek_interval_s=0.2))) as client, client.websocket_connect("/ws") as ws:
+    with TestClient(build_app(Settings(seek_interval_s=0.2))) as client, client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": SHORT})
         loaded = _drain(ws, "loaded")[-1]
         _drain(ws)
@@ -52,7 +52,7 @@ def test_a_command_flood_is_paced_and_every_command_answered() -> None:
     its `state`, and another viewer is answered meanwhile."""
     import time
 
-    with TestClient(create_app(Settings(commands_per_s=20))) as client, client.websocket_connect("/ws") as ws, \
+    with TestClient(build_app(Settings(commands_per_s=20))) as client, client.websocket_connect("/ws") as ws, \
             client.websocket_connect("/ws") as other:
         for w in (ws, other):
             w.send_json({"type": "load", "scenario": SHORT})
@@ -83,7 +83,7 @@ def test_seek_rebuild_and_recording_parse_run_in_worker_threads(monkeypatch: pyt
     async def go() -> None:
         from layerscope.runtime.engine import simulate
 
-        session = Session(RunCache(simulate), Settings())
+        session = Session(RunCache(simulator(simulate)), Settings())
         await session.handle_text(json.dumps({"type": "load", "scenario": SHORT}))
         await session.wait_loaded()
         assert session.playback is not None

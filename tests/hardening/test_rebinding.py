@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from hardening_util import ServerProcess
 from starlette.websockets import WebSocketDisconnect
 
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.security import host_allowed
 from layerscope.server.settings import Settings
 
@@ -21,7 +21,7 @@ EVIL = "evil.example"
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(allowed_hosts=["testserver"]))) as c:
+    with TestClient(build_app(Settings(allowed_hosts=["testserver"]))) as c:
         yield c
 
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from hardening_util import RawClient, ServerProcess
 
 from layerscope.cli import main
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 Msg = dict[str, Any]
@@ -26,7 +26,7 @@ def record(tmp_path: Path, scenario: str) -> list[Msg]:
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings())) as c:
+    with TestClient(build_app(Settings())) as c:
         yield c
 
 
@@ -169,3 +169,19 @@ def test_a_recording_without_its_spec_line_is_checked_against_what_it_records(
     ok = _load(client, {"type": "load", "scenario": "prefill-8k-chunked", "set": {"chunk_size": 2048},
                         "events": events})
     assert ok["type"] == "loaded" and ok["num_events"] == len(events)
+
+
+def test_a_replayed_deployed_run_keeps_the_topology_the_engine_built(client: TestClient, tmp_path: Path) -> None:
+    """A deployed run's topology has its all-reduce stages; its replay shows the same one (the server is handed the
+    engine's topology, it does not build a plan of its own)."""
+    out = tmp_path / "deployed.jsonl"
+    small = ["--set", "prompt_len=1024", "--set", "decode_steps=4", "--set", "chunk_size=512"]
+    assert main(["run", "real-qwen3-235b-h200", "--quiet", *small, "--events", str(out)]) == 0
+    events = [json.loads(line) for line in out.read_text().splitlines()]
+    sets = {"prompt_len": 1024, "decode_steps": 4, "chunk_size": 512}
+    live = _load(client, {"type": "load", "scenario": "real-qwen3-235b-h200", "set": sets})
+    replayed = _load(client, {"type": "load", "events": events})
+    assert live["type"] == replayed["type"] == "loaded", replayed
+    stages = [n["id"] for phase in live["topology"].values() if isinstance(phase, dict) for n in phase.get("nodes", [])]
+    assert any("all_reduce" in s for s in stages), stages
+    assert replayed["topology"] == live["topology"]

@@ -13,7 +13,7 @@ from hardening_util import answer_then_probe
 
 from layerscope import scenario as scn
 from layerscope.cli import main
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 # (spec fragment, the field the refusal must name, words the message must contain)
@@ -67,7 +67,7 @@ def test_cli_refuses_a_bad_file_in_one_line(tmp_path: Path, capsys: pytest.Captu
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(max_sim_work=2000))) as c:
+    with TestClient(build_app(Settings(max_sim_work=2000))) as c:
         yield c
 
 

@@ -14,7 +14,7 @@ from hardening_util import ws_answer
 
 from layerscope import scenario as scn
 from layerscope.cli import main
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 LAX = [
@@ -30,7 +30,7 @@ LAX = [
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings())) as c:
+    with TestClient(build_app(Settings())) as c:
         yield c
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import layerscope.sweep
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 BODY = {"scenario": "serving-64-h200-tp8", "grid": {"workload.max_concurrency": [16, 32, 64]}}
@@ -65,7 +65,7 @@ def test_a_sweep_whose_client_left_stops_and_frees_the_lock(monkeypatch: pytest.
         return {}
 
     monkeypatch.setattr(layerscope.sweep, "run_point", slow_point)
-    app = create_app(Settings())
+    app = build_app(Settings())
     status, took = asyncio.run(_post_then_leave(app, json.dumps(BODY).encode(), leave_after_s=0.3))
     assert status == 499, status
     assert took < 5, f"the sweep ran on for {took:.1f} s after its client left"

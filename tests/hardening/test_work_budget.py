@@ -10,9 +10,10 @@ from fastapi.testclient import TestClient
 from hardening_util import ws_answer
 
 from layerscope import scenario as scn
-from layerscope.runtime.budget import BudgetExceeded, Cancelled, RunBudget, estimate_work
+from layerscope.budget import BudgetExceeded, Cancelled, RunBudget
+from layerscope.commands.serve import build_app
+from layerscope.runtime.budget import estimate_work
 from layerscope.runtime.engine import simulate
-from layerscope.server.app import create_app
 from layerscope.server.settings import Settings
 
 # The run: 10,000 requests in a small pool with max_num_seqs 4096 (estimated at 4,221 steps; ~18 M events).
@@ -25,7 +26,7 @@ DODGED = "serving-64-h200-tp8"
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings())) as c:
+    with TestClient(build_app(Settings())) as c:
         yield c
 
 
@@ -106,7 +107,7 @@ def test_a_cancelled_simulation_stops_at_its_next_check() -> None:
 
 
 def test_the_server_answers_a_run_stopped_by_its_budget_with_an_error() -> None:
-    with TestClient(create_app(Settings(max_run_events=300))) as c, c.websocket_connect("/ws") as ws:
+    with TestClient(build_app(Settings(max_run_events=300))) as c, c.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": "decode-pulses"})
         err = ws.receive_json()
         assert err["type"] == "error" and "budget of 300 events" in err["message"], err

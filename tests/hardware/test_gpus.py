@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from layerscope.hardware.gpus import GPUS, gpu
+from layerscope.hardware import tables
+from layerscope.hardware.collectives import all_reduce_us
+from layerscope.hardware.cost import CostModel
+from layerscope.hardware.gpus import GPU_NAMES, GPUS, gpu
+from layerscope.hardware.kernel import GemmOp, Kernel
 
 
 def test_four_presets_with_sane_figures() -> None:
@@ -33,3 +39,19 @@ def test_unknown_gpu_names_the_choices() -> None:
     with pytest.raises(ValueError, match="h100-sxm") as e:
         gpu("v100")
     assert "v100" in str(e.value)
+
+
+def test_every_gpu_name_comes_from_the_one_list_and_each_record_holds_its_tables() -> None:
+    assert tuple(GPUS) == GPU_NAMES
+    for g in GPUS.values():
+        assert tables.price(g.name, GemmOp(1024, 4096, 4096)) is not None  # the record's own measured tables
+        assert all_reduce_us(g, 8, 1 << 20).source.startswith(("measured", "vLLM custom", "h100-sxm NCCL"))
+        assert 0.7 < g.stream_eff < 1.0
+
+
+def test_a_gpu_without_tables_is_refused_by_the_measured_cost_model() -> None:
+    bare = replace(gpu("h100-sxm"), name="h100-pcie", tables="")
+    with pytest.raises(ValueError, match="'h100-pcie' has no measured kernel tables"):
+        CostModel(bare)
+    copy = Kernel("copy", "x", "memory", 0.0, 8e9)
+    assert CostModel(bare, measured=False).cost(copy).source == "analytic"  # the fits' plain model: asked for

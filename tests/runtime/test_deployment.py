@@ -5,19 +5,20 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from layerscope.hardware.cost import expected_distinct_experts
-from layerscope.hardware.gpus import GiB, gpu
-from layerscope.model.config import preset
-from layerscope.runtime.deployment import (
+from layerscope.deployment import (
     BLOCK_SIZE,
     CUDA_GRAPH_GIB,
     NON_TORCH_GIB,
     DeploymentError,
+    DeploymentSpec,
     kv_replication,
     place,
     shard,
 )
-from layerscope.scenario import DeploymentSpec, ScenarioSpec
+from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.hardware.gpus import GiB, gpu
+from layerscope.model.config import preset
+from layerscope.scenario import ScenarioSpec
 
 QWEN = preset("qwen3-235b-a22b")
 
@@ -117,7 +118,7 @@ def test_free_hbm_beside_weights_that_leave_no_room_is_refused_naming_both() -> 
 
 def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
     from layerscope.hardware.gpus import gpu as gpu_of
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
     from layerscope.runtime.sharded import ShardedRuntime, step_extras
 
     dep = DeploymentSpec(tp=8)
@@ -143,7 +144,7 @@ def test_collectives_in_the_step_at_tp8_and_none_at_tp1() -> None:
 def test_eager_launches_have_a_host_floor() -> None:
     from layerscope.hardware.cost import CostModel
     from layerscope.hardware.gpus import gpu as gpu_of
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
     from layerscope.runtime.sharded import EAGER_LAUNCH_FLOOR_US, ShardedRuntime
 
     local = shard(QWEN, DeploymentSpec(tp=8))
@@ -157,7 +158,7 @@ def test_eager_launches_have_a_host_floor() -> None:
 
 def test_host_time_is_exposed_without_async_scheduling() -> None:
     from layerscope.hardware.gpus import gpu as gpu_of
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
     from layerscope.runtime.sharded import (
         HOST_ASYNC_EXPOSED_US,
         HOST_SYNC_BASE_US,

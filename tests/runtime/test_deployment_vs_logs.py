@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from layerscope.deployment import DeploymentSpec, place
 from layerscope.hardware.gpus import gpu
 from layerscope.model.config import preset
-from layerscope.runtime.deployment import place
-from layerscope.scenario import DeploymentSpec
 
 # vLLM issue #21524 (2025-07-24): `--model=/models/Qwen/Qwen3-30B-A3B --gpu-memory-utilization=0.9 -tp=2` on two
 # H100 80GB HBM3 (one per node), max_model_len 40,960 (the model's), bf16. Its log: "GPU KV cache size: 878,416

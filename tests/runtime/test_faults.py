@@ -3,8 +3,9 @@ import math
 import numpy as np
 import pytest
 
+from layerscope.model.numerics import flip_bits
 from layerscope.runtime.engine import simulate
-from layerscope.runtime.faults import flip_bits, stale_pages
+from layerscope.runtime.faults import stale_pages
 from layerscope.scenario import ScenarioSpec
 
 QWEN = dict(model="qwen3-235b-a22b", runtime="vllm", gpu="h100-sxm", prompt_len=8192, decode_steps=24)

@@ -14,7 +14,7 @@ from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
 from layerscope.model.config import preset
 from layerscope.runtime.article import FUSED_STREAM, ArticleProfile, ArticleRuntime
-from layerscope.runtime.plan import get_runtime
+from layerscope.runtime.runtimes import get_runtime
 
 QWEN = preset("qwen3-235b-a22b")
 ARTICLE = preset("article")
@@ -292,7 +292,7 @@ def test_fp8_gemms_quantize_their_activations_first() -> None:
 @pytest.mark.parametrize("runtime", ["vllm", "article"])
 def test_step_kernels_of_one_sequence_are_its_chunk_or_its_decode(runtime: str) -> None:
     from layerscope.model.config import PRESETS
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
 
     plan = get_runtime(runtime)
     m = PRESETS["qwen3-235b-a22b" if runtime == "vllm" else "article"]
@@ -305,7 +305,7 @@ def test_step_kernels_of_one_sequence_are_its_chunk_or_its_decode(runtime: str) 
 
 def test_a_mixed_step_prices_gemms_over_all_tokens_and_attention_per_sequence() -> None:
     from layerscope.model.config import PRESETS
-    from layerscope.runtime.plan import get_runtime
+    from layerscope.runtime.runtimes import get_runtime
 
     plan, m = get_runtime("vllm"), PRESETS["qwen3-235b-a22b"]
     mixed = plan.step_kernels(m, [(1, 1000), (1, 3000), (500, 200)])

@@ -8,16 +8,10 @@ import numpy as np
 import pytest
 
 from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.hardware.routing import DEFAULT_ROUTING, RoutingError
 from layerscope.runtime import routing
 from layerscope.runtime.engine import simulate
-from layerscope.runtime.routing import (
-    DEFAULT_ROUTING,
-    ExpertTraffic,
-    RoutingError,
-    expected_max,
-    load_counts,
-    parse_routing,
-)
+from layerscope.runtime.routing import ExpertTraffic, expected_max, load_counts, parse_routing
 from layerscope.scenario import ScenarioSpec
 
 E, K, L = 128, 8, 94

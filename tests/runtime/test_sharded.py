@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import pytest
 
+from layerscope.deployment import DeploymentSpec, shard
 from layerscope.hardware import tables
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
+from layerscope.hardware.kernel import AllReduceOp, MoeOp, OpPart
 from layerscope.model.config import PRESETS
-from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import AllReduceOp, MoeOp, OpPart
 from layerscope.runtime.sharded import ShardedRuntime, all_reduce_op
 from layerscope.runtime.vllm import VllmRuntime
-from layerscope.scenario import DeploymentSpec
 
 QWEN = PRESETS["qwen3-235b-a22b"]
 

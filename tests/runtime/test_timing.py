@@ -8,10 +8,10 @@ from layerscope.events import KernelEvent, event_json, parse_event
 from layerscope.hardware import cost as cost_mod
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
+from layerscope.hardware.kernel import Kernel
 from layerscope.model.config import PRESETS
 from layerscope.runtime import timing
 from layerscope.runtime.engine import simulate
-from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.vllm import VllmRuntime
 from layerscope.scenario import ScenarioSpec

@@ -6,14 +6,13 @@ from dataclasses import replace
 
 import pytest
 
+from layerscope.deployment import DeploymentSpec, shard
 from layerscope.hardware import tables
-from layerscope.hardware.cost import STREAM_EFF, CostModel
+from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
+from layerscope.hardware.kernel import ContextAttentionOp, GemmOp, Kernel, MoeOp
 from layerscope.model.config import PRESETS
-from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import ContextAttentionOp, GemmOp, Kernel, MoeOp
 from layerscope.runtime.vllm import ATTENTION_KERNELS, VllmRuntime, decode_attention_kernel
-from layerscope.scenario import DeploymentSpec
 
 QWEN = PRESETS["qwen3-235b-a22b"]
 
@@ -93,15 +92,16 @@ def test_bf16_gemms_at_moderate_m_are_measured_on_hopper(g: str) -> None:
 @pytest.mark.parametrize("g", ["h100-sxm", "h200", "b200"])
 def test_long_kv_decode_and_streams_reach_the_measured_fraction_of_peak(g: str) -> None:
     """A decode past the measured grid (batch 64 x 128k keys) streams at the measured long-KV rate (87-93% of peak:
-    STREAM_EFF), not the fitted short-context 73%; an ordinary streaming kernel no longer reaches 100% of peak."""
+    GPU.stream_eff), not the fitted short-context 73%; an ordinary streaming kernel no longer reaches 100% of peak."""
     cm = CostModel(gpu(g))
     k = decode_attention_kernel(gpu(g).arch, 64, 131072, 64 * 131072, 8, 1, 128, "bf16")
     c = cm.cost(k)
-    assert c.source == "analytic" and c.hbm_util <= STREAM_EFF[g]
+    stream_eff = gpu(g).stream_eff
+    assert c.source == "analytic" and c.hbm_util <= stream_eff
     if gpu(g).arch == "hopper":  # B200's analytic decode also pays its attention-efficiency compute side: 73%
-        assert c.hbm_util >= 0.85 * STREAM_EFF[g]
+        assert c.hbm_util >= 0.85 * stream_eff
     copy = Kernel("copy", "x", "memory", 0.0, 8e9)
-    assert cm.cost(copy).hbm_util == pytest.approx(STREAM_EFF[g], rel=0.01) and STREAM_EFF[g] < 0.95
+    assert cm.cost(copy).hbm_util == pytest.approx(stream_eff, rel=0.01) and stream_eff < 0.95
     assert CostModel(gpu(g), measured=False).cost(copy).hbm_util > 0.99  # the model as fitted: 100%
 
 

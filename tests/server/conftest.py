@@ -12,7 +12,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from layerscope import scenario as scn
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 _spec = importlib.util.spec_from_file_location("fakesim", Path(__file__).with_name("fakesim.py"))
@@ -39,6 +39,6 @@ def settings() -> Settings:
 
 @pytest.fixture
 def client(presets_dir: Path, settings: Settings) -> Iterator[TestClient]:
-    app = create_app(settings, simulate=fakesim.fake_simulate)
+    app = build_app(settings, simulate=fakesim.fake_simulate)
     with TestClient(app) as c:
         yield c

@@ -10,8 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from layerscope.cli import main
+from layerscope.commands.serve import build_app
 from layerscope.protocol import MAX_REPLAY_BYTES
-from layerscope.server.app import create_app
 from layerscope.server.security import BodyLimit
 from layerscope.server.settings import Settings
 
@@ -122,13 +122,13 @@ def test_debug_sessions_counter(client: TestClient) -> None:
 
 
 def test_create_app_defaults_bind_loopback() -> None:
-    assert create_app().state.settings.host == "127.0.0.1"
+    assert build_app().state.settings.host == "127.0.0.1"
 
 
 # -- exports: the run on screen (real engine, shipped presets) ---------------------------------------------------
 @pytest.fixture(scope="module")
 def real() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(max_sim_work=2000))) as c:
+    with TestClient(build_app(Settings(max_sim_work=2000))) as c:
         yield c
 
 
@@ -219,7 +219,7 @@ def test_export_bodies_are_bounded(real: TestClient) -> None:
 
 
 def test_body_limit_counts_a_body_without_a_length() -> None:
-    app = create_app(Settings())
+    app = build_app(Settings())
     app.user_middleware.clear()  # only the limit, with a tiny bound, around the real routes
     limited = TestClient(BodyLimit(app, max_bytes=100))
 

@@ -8,6 +8,7 @@ from layerscope import scenario as scn
 from layerscope.events import ChunkEvent, SummaryEvent
 from layerscope.export.events import header
 from layerscope.protocol import RunRequest
+from layerscope.runtime.budget import estimate_work
 from layerscope.server.load import CommandError, check_work, replay_spec, requested_spec
 
 PRESET = scn.load_preset("prefill-8k-chunked")
@@ -38,9 +39,9 @@ def test_requested_spec_is_the_preset_with_its_overrides() -> None:
 def test_work_limit_names_the_field_that_asks_too_much() -> None:
     req = RunRequest(scenario="prefill-8k-chunked", set={"decode_steps": 900})
     with pytest.raises(CommandError) as e:
-        check_work(requested_spec(req), req, limit=500)
+        check_work(estimate_work, requested_spec(req), req, limit=500)
     assert e.value.field == "set.decode_steps" and "at most 500" in str(e.value)
-    check_work(PRESET, RunRequest(scenario="prefill-8k-chunked"), limit=500)  # 2 chunks + 8 steps: fine
+    check_work(estimate_work, PRESET, RunRequest(scenario="prefill-8k-chunked"), limit=500)  # 2 chunks + 8 steps: fine
 
 
 def test_a_recording_with_its_spec_line_adopts_it_or_must_match() -> None:

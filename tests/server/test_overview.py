@@ -10,7 +10,8 @@ from fakesim import rows
 
 from layerscope import scenario as scn
 from layerscope.runtime.engine import simulate
-from layerscope.server.overview import FIELDS, main_label, overview
+from layerscope.scenario import main_label
+from layerscope.server.overview import FIELDS, overview
 from layerscope.server.runs import prepare
 
 

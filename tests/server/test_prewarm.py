@@ -9,8 +9,8 @@ import pytest
 from fakesim import PRESETS, fake_simulate
 from fastapi.testclient import TestClient
 
+from layerscope.commands.serve import build_app
 from layerscope.server import prewarm
-from layerscope.server.app import create_app
 from layerscope.server.prewarm import prewarm_order
 from layerscope.server.settings import Settings
 
@@ -37,7 +37,7 @@ def test_a_prewarmed_server_has_every_preset_cached_and_a_load_simulates_nothing
         seen.append(spec.name)
         return fake_simulate(spec)
 
-    app = create_app(Settings(default_scenario="long-decode", play_seconds=0.2, tick_s=0.005), simulate, prewarm=True)
+    app = build_app(Settings(default_scenario="long-decode", play_seconds=0.2, tick_s=0.005), simulate, prewarm=True)
     with TestClient(app) as client:
         _wait_cached(app, len(PRESETS))
         assert seen == ["long-decode", "two-chunks"]  # the default first, each once
@@ -48,12 +48,12 @@ def test_a_prewarmed_server_has_every_preset_cached_and_a_load_simulates_nothing
 
 
 def test_without_prewarm_nothing_is_simulated_before_a_load(presets_dir: Path) -> None:
-    app = create_app(Settings(play_seconds=0.2, tick_s=0.005), fake_simulate)
+    app = build_app(Settings(play_seconds=0.2, tick_s=0.005), fake_simulate)
     with TestClient(app):
         time.sleep(0.1)
         assert app.state.runs.simulations == 0
 
 
 def test_the_run_cache_holds_the_whole_library(presets_dir: Path) -> None:
-    app = create_app(Settings(cache_runs=1), fake_simulate)
+    app = build_app(Settings(cache_runs=1), fake_simulate)
     assert app.state.runs._max >= len(PRESETS) + 1  # every preset warm, and a visitor's own run besides

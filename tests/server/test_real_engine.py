@@ -9,13 +9,13 @@ import pytest
 from fakesim import full_kernels
 from fastapi.testclient import TestClient
 
-from layerscope.server.app import create_app
+from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 
 @pytest.fixture(scope="module")
 def real() -> Iterator[TestClient]:
-    with TestClient(create_app(Settings(play_seconds=0.3, tick_s=0.005))) as c:
+    with TestClient(build_app(Settings(play_seconds=0.3, tick_s=0.005))) as c:
         yield c
 
 

@@ -11,6 +11,7 @@ from typing import Any
 from fakesim import fake_simulate, full_kernels, rows
 from fastapi.testclient import TestClient
 
+from layerscope.commands.serve import simulator
 from layerscope.events import KernelEvent
 from layerscope.export.events import to_jsonl
 from layerscope.protocol import StreamedKernel
@@ -76,7 +77,7 @@ def test_cached_runs_stay_out_of_the_collectors_passes_until_dropped() -> None:
         return result
 
     async def go() -> Any:
-        cache = RunCache(sim, max_runs=1)
+        cache = RunCache(simulator(sim), max_runs=1)
         first = await cache.get(SPEC)
         tracked = {id(o) for o in gc.get_objects()}  # generations 0-2: what a collector pass traverses
         assert id(first.events[0]) not in tracked and id(first.overview) not in tracked

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from fakesim import fake_simulate
 
+from layerscope.commands.serve import simulator
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.playback import Playback, decimate_snapshots, merge_range, merge_snapshots
 from layerscope.server.runs import RunCache, prepare
@@ -149,7 +150,7 @@ def test_slow_reader_loses_only_snapshots_and_does_not_slow_others() -> None:
     settings = Settings(play_seconds=0.3, tick_s=0.002, queue_frames=2)
 
     async def go() -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
-        cache = RunCache(fake_simulate)
+        cache = RunCache(simulator(fake_simulate))
         slow_out: list[dict[str, Any]] = []
         fast_out: list[dict[str, Any]] = []
         slow = asyncio.create_task(_play(Session(cache, settings), 0.03, slow_out))
@@ -183,7 +184,7 @@ def test_cache_shares_one_simulation_and_is_bounded() -> None:
         return fake_simulate(spec)
 
     async def go() -> RunCache:
-        cache = RunCache(sim, max_runs=2)
+        cache = RunCache(simulator(sim), max_runs=2)
         same = [cache.get(SPEC) for _ in range(5)]
         runs = await asyncio.gather(*same)
         assert all(r is runs[0] for r in runs)
@@ -197,7 +198,7 @@ def test_cache_shares_one_simulation_and_is_bounded() -> None:
 
 def test_cache_is_bounded_by_events_too() -> None:
     async def go() -> RunCache:
-        cache = RunCache(fake_simulate, max_runs=8, max_events=1)
+        cache = RunCache(simulator(fake_simulate), max_runs=8, max_events=1)
         for n in (1, 2):
             await cache.get(SPEC.with_overrides({"decode_steps": n}))
         return cache

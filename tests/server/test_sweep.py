@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 import pytest
@@ -19,7 +17,7 @@ def settings() -> Settings:
 
 @pytest.fixture
 def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, list[Any]], int]]:
-    """A stand-in layerscope.sweep whose run_grid records its arguments and answers in the CLI's JSON shape."""
+    """A stand-in run_grid that records its arguments and answers in the CLI's JSON shape."""
     seen: list[tuple[Any, dict[str, list[Any]], int]] = []
 
     def run_grid(spec: Any, grid: dict[str, list[Any]], jobs: int = 1, ray_address: str | None = None,
@@ -31,11 +29,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, dict[str, list[Any
                    "median_tpot_ms": v / 100, "pareto": True} for v in grid["chunk_size"]]
         return {"scenario": spec.name, "grid": grid, "points": points}
 
-    import layerscope.sweep as real
-
-    stand_in = types.SimpleNamespace(run_grid=run_grid, SweepCancelled=real.SweepCancelled,
-                                     run_points_until=real.run_points_until)
-    monkeypatch.setitem(sys.modules, "layerscope.sweep", stand_in)
+    monkeypatch.setattr("layerscope.server.sweep.run_grid", run_grid)
     return seen
 
 
@@ -83,11 +77,11 @@ def test_a_point_the_scenario_refuses_goes_to_run_grid_which_reports_it(client: 
 
 def test_a_real_grid_on_a_serving_preset() -> None:
     """The route with the real layerscope.sweep.run_grid and engine, on a small workload."""
-    from layerscope.server.app import create_app
+    from layerscope.commands.serve import build_app
 
     small = {"workload.num_requests": 3, "workload.input_len": 256, "workload.output_len": 6,
              "workload.range_ratio": 0.0}
-    with TestClient(create_app(Settings())) as c:
+    with TestClient(build_app(Settings())) as c:
         r = c.post("/api/sweep", json={"scenario": "serving-long-prompt-itl", "set": small,
                                        "grid": {"scheduler.max_num_batched_tokens": [256, 2048]}})
     assert r.status_code == 200, r.text
@@ -104,6 +98,7 @@ def test_a_real_grid_on_a_serving_preset() -> None:
 def test_every_presets_own_grid_passes_the_work_check_and_runs(name: str) -> None:
     """The grid a preset's sweep panel opens with is one POST /api/sweep accepts (the same check_grid, the
     server's default work limit) and every point of it runs; a preset without a sweep hides the panel."""
+    from layerscope.runtime.budget import estimate_work
     from layerscope.scenario import load_preset
     from layerscope.server.sweep import SweepBody, check_grid
     from layerscope.sweep import run_grid
@@ -113,7 +108,7 @@ def test_every_presets_own_grid_passes_the_work_check_and_runs(name: str) -> Non
         assert spec.workload is None or spec.workload.num_requests == 1  # every serving preset has a sweep
         return
     body = SweepBody(scenario=name, grid=spec.sweep.grid)
-    checked = check_grid(body, Settings().max_sim_work)  # raises HTTPException (422) where the server refuses
+    checked = check_grid(body, Settings().max_sim_work, estimate_work)  # HTTPException (422) where the server refuses
     result = run_grid(checked, dict(spec.sweep.grid))
     assert len(result["points"]) >= 2
     for p in result["points"]:

@@ -140,10 +140,10 @@ def test_seek_rebuilds_state(client: TestClient) -> None:
 def test_seek_rebuild_is_split_into_bounded_frames(presets_dir: Any) -> None:
     from fakesim import fake_simulate
 
-    from layerscope.server.app import create_app
+    from layerscope.commands.serve import build_app
     from layerscope.server.settings import Settings
 
-    app = create_app(Settings(max_frame_events=7), simulate=fake_simulate)
+    app = build_app(Settings(max_frame_events=7), simulate=fake_simulate)
     with TestClient(app) as c, c.websocket_connect("/ws") as ws:
         loaded = load(ws, scenario="two-chunks")
         ws.send_json({"type": "seek", "t_us": loaded["duration_us"]})
@@ -282,10 +282,10 @@ def test_sessions_counted_and_released(client: TestClient) -> None:
 def test_viewers_beyond_max_sessions_are_told_and_closed(presets_dir: Any) -> None:
     from fakesim import fake_simulate
 
-    from layerscope.server.app import create_app
+    from layerscope.commands.serve import build_app
     from layerscope.server.settings import Settings
 
-    app = create_app(Settings(max_sessions=2), simulate=fake_simulate)
+    app = build_app(Settings(max_sessions=2), simulate=fake_simulate)
     with TestClient(app) as c, c.websocket_connect("/ws") as first, c.websocket_connect("/ws") as second:
         with c.websocket_connect("/ws") as third:
             refused = third.receive_json()

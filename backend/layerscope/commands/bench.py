@@ -17,6 +17,7 @@ from layerscope.bench import (
     result_block,
 )
 from layerscope.hardware.gpus import GPUS
+from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
 
 HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its result block or JSON"
@@ -106,8 +107,6 @@ def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerscope.runtime.engine import simulate
-
     metrics = parse_metrics(args.percentile_metrics)
     spec = bench_spec(args)
     measured = load_measured(Path(args.compare_to)) if args.compare_to else None

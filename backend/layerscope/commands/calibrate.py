@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from layerscope.hardware.calibration import calibrate, calibration_dir, constants_literal, load_samples
+from layerscope.calibration.gemm import calibrate, calibration_dir, constants_literal, load_samples
 
 HELP = "fit the cost model's constants on measured kernel timings; report fitted and held-out errors"
 

@@ -7,7 +7,9 @@ import json
 import math
 from typing import Any
 
+from layerscope.claims import build_claims
 from layerscope.commands.run import add_scenario_arguments, load_spec
+from layerscope.runtime.engine import simulate
 
 HELP = "run a scenario and print the article's claims: stated, simulated in the claim's setting, this run, verdict"
 JSON_KEYS = ("id", "claim", "stated", "simulated", "run", "unit", "verdict", "factor", "setting", "explanation")
@@ -19,9 +21,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerscope.claims import build_claims
-    from layerscope.runtime.engine import simulate  # the engine is heavy; import only when running
-
     spec = load_spec(args.scenario, args.set)
     rows = build_claims(simulate(spec))
     if args.json:

@@ -9,7 +9,8 @@ import json
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPUS, gpu
 from layerscope.model.config import resolve
-from layerscope.runtime.plan import get_runtime, stage_costs
+from layerscope.runtime.plan import stage_costs
+from layerscope.runtime.runtimes import get_runtime
 from layerscope.runtime.vllm import VllmRuntime
 
 HELP = "one layer's kernels, FLOPs, bytes and time on a GPU (prefill chunk or decode step)"

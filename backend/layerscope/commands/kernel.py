@@ -29,8 +29,8 @@ from typing import Any
 from layerscope.hardware.collectives import all_reduce_us
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPUS, gpu
+from layerscope.hardware.kernel import AllReduceOp, AllToAllOp, GemmOp, Kernel, KernelCost
 from layerscope.hardware.routing import parse_routing
-from layerscope.runtime.kernels import AllReduceOp, AllToAllOp, GemmOp, Kernel, KernelCost
 from layerscope.runtime.plan import gemm_kernel
 from layerscope.runtime.sharded import collective_kernel
 from layerscope.runtime.vllm import (
@@ -209,6 +209,7 @@ def kernels_for(cm: CostModel, op: str, s: dict[str, Any]) -> list[Kernel]:
         return [decode_attention_kernel(arch, b, kv, b * kv, s["q_heads"], s["kv_heads"], s["head_dim"],
                                         s["kv_dtype"])]
     n, nbytes = s["gpus"], s["bytes"]
+    spec: AllReduceOp | AllToAllOp
     if op == "all_reduce":
         graphs = s["impl"] == "custom"
         fallback = all_reduce_us(cm.gpu, n, nbytes, graphs)

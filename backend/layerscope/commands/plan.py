@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from layerscope.deployment import MAX_NUM_SEQS, DeploymentSpec, Placement, place, shard
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
-from layerscope.runtime.deployment import MAX_NUM_SEQS, Placement, place, shard
-from layerscope.scenario import DeploymentSpec
+from layerscope.scenario import format_validation_error
 
 HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
 
@@ -30,8 +30,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
     from pydantic import ValidationError
-
-    from layerscope.scenario import format_validation_error
 
     try:
         return DeploymentSpec(tp=args.tp, ep=args.ep, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,

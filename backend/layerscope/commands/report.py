@@ -7,6 +7,8 @@ from pathlib import Path
 
 from layerscope.atomic import write_text_atomic
 from layerscope.commands.run import add_scenario_arguments, load_spec
+from layerscope.export.report import build_report
+from layerscope.runtime.engine import simulate
 
 HELP = "run a scenario and write one self-contained HTML report (figures, claims, tour)"
 
@@ -17,9 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerscope.export.report import build_report
-    from layerscope.runtime.engine import simulate
-
     spec = load_spec(args.scenario, args.set)
     out: Path = args.output or Path(f"{spec.name}.html")
     if out.parent and not out.parent.is_dir():

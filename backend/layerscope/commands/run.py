@@ -12,7 +12,9 @@ from typing import TextIO
 
 from layerscope import scenario
 from layerscope.atomic import atomic_writer
+from layerscope.export import trace
 from layerscope.export.events import jsonl_lines
+from layerscope.runtime.engine import simulate
 
 HELP = "simulate a scenario (preset name or YAML path) and write its events, trace and summary"
 
@@ -79,9 +81,6 @@ def load_spec(name: str, assignments: list[str]) -> scenario.ScenarioSpec:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerscope.export import trace
-    from layerscope.runtime.engine import simulate  # late: keeps `layerscope --help` fast
-
     outputs = [a for a in (args.events, args.trace, args.summary) if a is not None]
     if outputs.count(STDOUT) > 1:
         raise ValueError("only one of --events, --trace, --summary can be '-' (stdout)")

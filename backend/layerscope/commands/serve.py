@@ -1,10 +1,27 @@
-"""Serve the live dashboard."""
+"""Serve the live dashboard: the server, handed the engine (the server imports none)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
 
 from layerscope import scenario as scn
+from layerscope.protocol import MAX_REPLAY_BYTES
+from layerscope.runtime.budget import estimate_work
+from layerscope.runtime.engine import simulate as engine_simulate
+from layerscope.runtime.sharded import run_topology
+from layerscope.server.app import create_app
+from layerscope.server.runs import Simulate, Simulator
+from layerscope.server.security import header_deadline_protocol
+from layerscope.server.settings import Settings
+from layerscope.server.wsdeflate import deflate_protocol
 
 HELP = "serve the live dashboard (FastAPI + websocket) on http://HOST:PORT"
 
@@ -56,17 +73,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def simulator(simulate: Simulate | None = None) -> Simulator:
+    """The engine as the server is handed it: its simulate, work estimate and topology. `simulate` replaces the
+    engine's own run (tests hand the server a fake; the estimate and the topology stay the engine's)."""
+    if simulate is None:
+        return Simulator(engine_simulate, estimate_work, run_topology, is_engine=True)
+    return Simulator(simulate, estimate_work, run_topology)
+
+
+def build_app(settings: Settings | None = None, simulate: Simulate | None = None, prewarm: bool = False) -> FastAPI:
+    """The dashboard's app, handed the engine (`simulate`: a fake in its place, for tests)."""
+    return create_app(simulator(simulate), settings, prewarm)
+
+
 def run(args: argparse.Namespace) -> int:
-    import logging
-
-    import uvicorn
-
-    from layerscope.protocol import MAX_REPLAY_BYTES
-    from layerscope.server.app import create_app
-    from layerscope.server.security import header_deadline_protocol
-    from layerscope.server.settings import Settings
-    from layerscope.server.wsdeflate import deflate_protocol
-
     if args.scenario is not None:
         scn.load_preset(args.scenario)  # fail now, in one line, rather than in the browser
     settings = Settings.from_env(
@@ -86,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)
     # Frames above MAX_REPLAY_BYTES (a recorded run to replay) are closed by uvicorn with 1009 before parsing.
     # h11 (not httptools) bounds a request's head (h11_max_incomplete_event_size); the protocol adds its deadline.
-    app = create_app(settings, prewarm=args.prewarm)
+    app = build_app(settings, prewarm=args.prewarm)
     uvicorn.run(
         app,
         host=settings.host,
@@ -105,17 +125,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-EXIT_GRACE_S = 2.0  # simulations stop within one check interval (runtime.budget.CHECK_EVERY steps): well under this
+EXIT_GRACE_S = 2.0  # simulations stop within one check interval (runtime/budget.py CHECK_EVERY steps): well under this
 
 
 def _exit_if_work_lingers(grace_s: float) -> None:
     """Worker threads still running after the server stopped (a simulation between checks, an export) would keep
     the interpreter alive at exit: wait `grace_s` for them, then leave without joining them."""
-    import os
-    import sys
-    import threading
-    import time
-
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         if not [t for t in threading.enumerate() if t is not threading.current_thread() and not t.daemon]:

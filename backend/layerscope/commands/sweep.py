@@ -9,7 +9,9 @@ from typing import Any
 
 from layerscope.atomic import write_text_atomic
 from layerscope.commands.run import add_scenario_arguments, load_spec
+from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec
+from layerscope.sweep import parse_grid, run_grid
 
 HELP = "sweep a scenario over a grid of fields (Pareto front of throughput per GPU vs TPOT), or over chunk sizes"
 
@@ -37,9 +39,7 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int]]:
-    from layerscope.runtime.engine import simulate
-
+def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int | str]]:
     rows = []
     for size in sizes:
         # Both sizes pinned: the sweep measures this chunk size even when free HBM is low.
@@ -63,8 +63,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _grid(args: argparse.Namespace, spec: ScenarioSpec) -> int:
-    from layerscope.sweep import parse_grid, run_grid
-
     result = run_grid(spec, parse_grid(args.grid), jobs=args.jobs, ray_address=args.ray)
     if args.html:
         write_html(result, Path(args.html))

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from layerscope.commands.run import add_scenario_arguments, load_spec
+from layerscope.runtime.engine import simulate
 from layerscope.tour import format_results, tour_results
 
 HELP = "run a scenario and check each guided-tour step's claim against the run (exit 1 if one fails)"
@@ -17,8 +18,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from layerscope.runtime.engine import simulate  # the engine is heavy; import only when running
-
     spec = load_spec(args.scenario, args.set)
     rows = tour_results(simulate(spec))
     if args.json:

@@ -41,7 +41,7 @@ from layerscope.export.palette import palette
 from layerscope.result import SimResult
 from layerscope.runtime.deployment import scenario_placement
 from layerscope.runtime.metrics import ServingMetrics
-from layerscope.server.overview import main_label
+from layerscope.scenario import main_label
 from layerscope.tour import format_value, tour_results
 
 GIB = 1024**3
@@ -424,6 +424,7 @@ def _deployment_html(result: SimResult) -> str:
         if placement is None:
             continue
         d = run.spec.deployment
+        assert d is not None  # a placement is made for a deployment only
         head = (f"run {'AB'[i]}: {label}: {placement.num_gpus} x {placement.gpu}, tp {d.tp}, ep {d.ep}, "
                 f"{d.weight_dtype} weights, {d.kv_dtype} KV, gpu_memory_utilization {d.gpu_memory_utilization:g}")
         rows = [(k, v) for k, v in placement.per_gpu().items()]

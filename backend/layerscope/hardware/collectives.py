@@ -29,9 +29,8 @@ from pathlib import Path
 from layerscope.hardware.gpus import GPU
 
 DATA = Path(__file__).parent / "data" / "collectives"
+# the measured all-reduce tables, by the GPU they were measured on (GPU.all_reduce_table names one per GPU)
 TABLES = {"a100-80g-sxm": "vidur_a100_dgx_all_reduce.csv.gz", "h100-sxm": "vidur_h100_dgx_all_reduce.csv.gz"}
-SAME_LINK = {"h200": "h100-sxm"}  # H200 SXM: NVLink 4 at 900 GB/s, as H100 SXM
-SCALED = {"b200": ("h100-sxm", 2.0)}  # B200: NVLink 5, 1.8 TB/s = 2x NVLink 4 (NVIDIA Blackwell datasheet)
 CUSTOM_AR_MAX_BYTES = 8 * 1024**2  # vLLM CustomAllreduce max_size default (8 MiB)
 # vLLM's custom all-reduce on H100, microseconds, by tp, at 512 B, 4 KiB, 32 KiB, 256 KiB, 512 KiB, 1 MiB
 # (SGLang PR #2904, "unit test performance in H100", the vllm rows).
@@ -105,16 +104,15 @@ def custom_curves() -> dict[int, Curve]:
 
 
 def _table(gpu: GPU) -> tuple[str, float, str]:
-    """(measured table, bandwidth factor, label) for a GPU."""
-    if gpu.name in TABLES:
-        return gpu.name, 1.0, f"measured NCCL all-reduce, {gpu.name} DGX"
-    if gpu.name in SAME_LINK:
-        base = SAME_LINK[gpu.name]
-        return base, 1.0, f"measured NCCL all-reduce, {base} DGX (same NVLink 4)"
-    if gpu.name in SCALED:
-        base, factor = SCALED[gpu.name]
-        return base, factor, f"{base} NCCL all-reduce scaled x{factor:g} by NVLink 5 bandwidth (not measured)"
-    raise ValueError(f"no collective timings for GPU {gpu.name!r}")
+    """(measured table, bandwidth factor, label) for a GPU: its record's all_reduce_table (hardware/gpus.py)."""
+    base, factor = gpu.all_reduce_table, gpu.all_reduce_scale
+    if base not in TABLES:
+        raise ValueError(f"no collective timings for GPU {gpu.name!r}")
+    if base == gpu.name:
+        return base, 1.0, f"measured NCCL all-reduce, {gpu.name} DGX"
+    if factor == 1.0:
+        return base, 1.0, f"measured NCCL all-reduce, {base} DGX (same NVLink {gpu.nvlink})"
+    return base, factor, f"{base} NCCL all-reduce scaled x{factor:g} by NVLink {gpu.nvlink} bandwidth (not measured)"
 
 
 def all_reduce_us(gpu: GPU, n: int, nbytes: float, cuda_graphs: bool = True) -> CollectiveCost:

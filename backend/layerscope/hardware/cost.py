@@ -25,9 +25,9 @@ every op no table covers on that GPU, is priced by the roofline below, source = 
               other work (norms, activations, softmax): FLOPs / fp32 CUDA-core peak
 
 Only FittedConstants, FUSED_MOE and DECODE_ATTENTION below are fitted; everything else is a public figure
-(hardware/gpus.py) or shape arithmetic. The fits and their errors: hardware/calibration.py (`layerscope calibrate`,
-Vidur's GEMM and elementwise profiles), hardware/fused_moe_fit.py (published benchmark_moe timings of the fused_moe
-call) and hardware/decode_attention_fit.py (published decode attention kernel timings).
+(hardware/gpus.py) or shape arithmetic. The fits and their errors: calibration/gemm.py (`layerscope calibrate`,
+Vidur's GEMM and elementwise profiles), calibration/fused_moe.py (published benchmark_moe timings of the fused_moe
+call) and calibration/decode_attention.py (published decode attention kernel timings).
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from layerscope.hardware import tables
 from layerscope.hardware.gpus import GPU
-from layerscope.runtime.kernels import AttentionShape, ContextAttentionOp, CostEnv, Kernel, KernelCost, OpPart
+from layerscope.hardware.kernel import AttentionShape, Bound, ContextAttentionOp, CostEnv, Kernel, KernelCost, OpPart
 
 TENSOR_KINDS = ("gemm", "moe", "attention")
 TILE_N = 128  # output tile width of the sm80/sm90 cuBLAS kernels profiles show (tilesize128x128x64)
@@ -56,7 +57,7 @@ ANALYTIC_MEMO = 65536  # analytic prices kept per CostModel for measured ops' sh
 class FittedConstants:
     """The few constants the calibration fits; each is a physical efficiency, not a fudge per kernel.
 
-    Produced by: `layerscope calibrate` (hardware/calibration.py, both GPUs, all token counts and TP degrees).
+    Produced by: `layerscope calibrate` (calibration/gemm.py, both GPUs, all token counts and TP degrees).
     """
 
     hbm_eff: float  # fraction of peak HBM bandwidth a vectorized streaming kernel (GEMM weights, add) reaches
@@ -70,7 +71,7 @@ class FittedConstants:
 # Plain roofline: peak everything, no launch cost, perfect overlap. The baseline the fit is judged against.
 PLAIN = FittedConstants(hbm_eff=1.0, scalar_eff=1.0, gemm_eff=1.0, launch_us=0.0, gemm_setup_us=0.0, overlap=0.0)
 
-# Fitted by `layerscope calibrate` (hardware/calibration.py: both GPUs, every token count and TP, start START,
+# Fitted by `layerscope calibrate` (calibration/gemm.py: both GPUs, every token count and TP, start START,
 # least squares on log(predicted/measured)); held-out medians: 9.0% (fit A100 -> H100), 8.9% (H100 -> A100),
 # 8.5% (other half of the token counts); plain roofline 45.5%. hbm_eff sits at its bound of 1.0: the data
 # leaves no room for a bandwidth shortfall on streaming kernels once launch and GEMM setup are paid.
@@ -85,14 +86,14 @@ class FusedMoeConstants:
 
     At a few rows per expert each CTA streams a thin slice of one expert's weights through a serial K loop: the
     kernel neither reaches the streaming bandwidth of a vectorized copy nor behaves as the cuBLAS GEMMs the
-    FittedConstants come from. Two constants per architecture, fitted by hardware/fused_moe_fit.py to published
+    FittedConstants come from. Two constants per architecture, fitted by calibration/fused_moe.py to published
     benchmark_moe timings of whole fused_moe calls (FUSED_MOE_MEASURED there)."""
 
     setup_us: float  # extra fixed time per fused_moe_kernel launch (pipeline fill of the K loop, tail)
     stream_eff: float  # fraction of peak HBM bandwidth its weight stream reaches
 
 
-# Fitted by hardware/fused_moe_fit.py (least squares on log time over the measured batch sizes 1..256; the
+# Fitted by calibration/fused_moe.py (least squares on log time over the measured batch sizes 1..256; the
 # residuals: `fit_all`, and bench/README.md "Decode step breakdown"). Ampere: A100 PCIe 40GB, Qwen3-30B-A3B bf16
 # (vLLM PR #19049). Hopper: H100 SXM Qwen3-30B-A3B fp8 (vLLM PR #24700) and H200 Qwen3-235B-A22B fp8 tp 8 (SGLang PR
 # #11730); no bf16 table was found for Hopper, so bf16 uses the same figures. Blackwell: B200 Qwen3-30B-A3B bf16,
@@ -110,7 +111,7 @@ class DecodeAttentionConstants:
     KV), per architecture. The Vidur GEMM fit has no attention kernel, and a decode kernel neither streams like a
     vectorized copy nor fills the GPU at small batch x short context: a fixed cost per call (the split kernel's
     prologue and epilogue, the split-combine kernel, the scheduler-metadata kernel) and a KV stream below peak.
-    Fitted by hardware/decode_attention_fit.py to published decode-attention kernel timings."""
+    Fitted by calibration/decode_attention.py to published decode-attention kernel timings."""
 
     setup_us: float  # extra fixed time per call, beyond the fitted launch cost
     stream_eff: float  # fraction of peak HBM bandwidth the KV stream reaches once the grid covers every SM
@@ -121,7 +122,7 @@ class DecodeAttentionConstants:
 # get_num_splits) size the split count with num_splits_heuristic over KV blocks of this many keys (head_dim 128).
 SPLIT_KV_BLOCK_N = 128
 MAX_SPLITS = 128  # both cap it at 128 splits
-# Fitted by hardware/decode_attention_fit.py (least squares on log time). Hopper: FA3 in vLLM's flash-attention fork
+# Fitted by calibration/decode_attention.py (least squares on log time). Hopper: FA3 in vLLM's flash-attention fork
 # on an H100 (vllm-project/flash-attention PR #63, "Main" table, batch 1, 4 KV heads, head_dim 128, 1k-16k keys).
 # Ampere: the FA2 split-KV kernel vLLM runs on Ampere, timed by nvbench on an H100 (microsoft/onnxruntime PR
 # #21414, Llama-3-70B shape, 64 sequences of 32-256 keys); no A100 table was found: its setup and its fraction of
@@ -133,12 +134,6 @@ DECODE_ATTENTION: dict[str, DecodeAttentionConstants] = {
 }
 DECODE_ATTENTION["blackwell"] = DECODE_ATTENTION["hopper"]
 
-# The fraction of peak HBM bandwidth a streaming kernel reaches, measured: the median achieved bandwidth of
-# aiconfigurator-core's bf16 generation-attention rows that move >= 2 GB of KV (pure streams; hardware/data/aic,
-# bench/README.md "Per-op validation against aiconfigurator-core"). The Vidur fit leaves hbm_eff at its bound of 1.0
-# (its elementwise profiles are launch-bound), so the analytic model applies this on top of it; the calibration fits
-# and the plain roofline do not (CostModel(measured=False)).
-STREAM_EFF = {"a100-80g-sxm": 0.77, "h100-sxm": 0.93, "h200": 0.90, "b200": 0.87}
 # A prefill attention call's floor: the fastest measured context-attention call per architecture (batch 1, 16 tokens,
 # 64 query / 4 KV heads, head_dim 128: prologue, epilogue, one tile; aiconfigurator-core, hardware/data/aic): Hopper
 # FA3 14.1 us (H100 and H200 alike), Blackwell FlashInfer TRT-LLM 12.1 us, Ampere FA2 11.9 us.
@@ -221,18 +216,20 @@ class CostModel:
                  fused_moe: FusedMoeConstants | None = None, decode_attention: DecodeAttentionConstants | None = None,
                  measured: bool = True) -> None:
         self.gpu = gpu
-        # False: the analytic model as fitted, no measured table, no STREAM_EFF (the calibration fits, the "before")
+        # False: the analytic model as fitted, no measured table, no stream_eff (the calibration fits, the "before")
         self.measured = measured
-        self.stream_eff = STREAM_EFF.get(gpu.name, 1.0) if measured and tiled else 1.0
-        self.prefill_floor_us = PREFILL_ATTENTION_FLOOR_US.get(gpu.arch, 0.0) if measured and tiled else 0.0
+        if measured and not gpu.tables:
+            raise ValueError(f"GPU {gpu.name!r} has no measured kernel tables: price it with measured=False")
+        self.stream_eff = gpu.stream_eff if measured and tiled else 1.0
+        self.prefill_floor_us = PREFILL_ATTENTION_FLOOR_US[gpu.arch] if measured and tiled else 0.0
         self._analytic: dict[Kernel, KernelCost] = {}  # an OpPart's siblings, priced once
         self.constants = constants
         self.tiled = tiled  # False: plain FLOPs / peak (the naive roofline)
         # the Triton fused_moe kernel's own figures; the plain roofline prices it as any GEMM
-        self.fused_moe = fused_moe if fused_moe is not None or not tiled else FUSED_MOE.get(gpu.arch)
+        self.fused_moe = fused_moe if fused_moe is not None or not tiled else FUSED_MOE[gpu.arch]
         # the paged decode kernel's own figures (grid occupancy, setup, KV stream); the plain roofline has none
         self.decode_attention = (decode_attention if decode_attention is not None or not tiled
-                                 else DECODE_ATTENTION.get(gpu.arch))
+                                 else DECODE_ATTENTION[gpu.arch])
 
     # -- the two sides of the roofline -------------------------------------------------------------
     def compute_us(self, k: Kernel) -> float:
@@ -273,7 +270,7 @@ class CostModel:
         ctas = k.ctas
         d, a = self.decode_attention, k.attn
         if d is not None and a is not None and is_paged_decode(k):
-            # the fitted short-context figure, or the long-KV stream rate the measured tables reach (STREAM_EFF)
+            # the fitted short-context figure, or the long-KV stream rate the measured tables reach (GPU.stream_eff)
             eff = max(d.stream_eff, self.stream_eff) if self.stream_eff < 1.0 else d.stream_eff
             ctas = decode_attention_ctas(a.batch, a.kv_heads, a.context_before + 1, g.sms, d.ctas_per_sm)
         l2 = self.l2_served(k, env)
@@ -298,7 +295,7 @@ class CostModel:
         if not self.measured or kernel.op is None:
             return analytic
         part = kernel.op if isinstance(kernel.op, OpPart) else None
-        hit = tables.price(self.gpu.name, part.op if part else kernel.op)
+        hit = tables.price_on(self.gpu.tables, part.op if part else kernel.op)
         if hit is None:
             return analytic
         us, parts = hit.us, {**analytic.parts, "analytic_us": analytic.time_us, **hit.parts}
@@ -336,6 +333,7 @@ class CostModel:
         floor = self.prefill_floor_us if isinstance(kernel.op, ContextAttentionOp) else 0.0
         launch = max(launch, floor - busy)
         time_us = launch + busy + kernel.fixed_us + env.extra_us
+        bound: Bound
         if launch + kernel.fixed_us > busy:
             bound = "latency"
         else:
@@ -455,7 +453,7 @@ FA2_A100_PEAK_SHARE = 0.73
 FA4_B200_PEAK_SHARE = 0.71
 
 
-def _share_curves(table: dict[tuple[bool, int], tuple[int, ...]], scale: float) -> dict[tuple[bool, int], tuple]:
+def _share_curves(table: Mapping[tuple[bool, int], tuple[int, ...]], scale: float) -> dict[tuple[bool, int], tuple]:
     return {key: tuple(v * scale for v in row) for key, row in table.items()}
 
 

@@ -1,12 +1,15 @@
-"""GPU presets: the public peak figures the cost model starts from, each with its source.
+"""GPU presets: one record per GPU, with the public peak figures the cost model starts from (each with its source)
+and the measured tables that price its kernels.
 
 Peaks are vendor datasheet numbers (dense, i.e. without 2:4 sparsity). What a kernel actually
-reaches is the cost model's business (hardware/cost.py), not this file's.
+reaches is the cost model's business (hardware/cost.py), not this file's. The tables a record names must exist:
+a GPU without them is refused by the measured cost model, never priced by the plain roofline in silence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 TB = 1e12
 GB = 1e9
@@ -19,6 +22,17 @@ GiB = 1024**3
 # (81559 MiB) and torch: an estimate, labelled as such.
 # nvlink_bw: NVLink per GPU per direction (half the datasheets' bidirectional figures): A100 NVLink 3 600 GB/s,
 # H100/H200 NVLink 4 900 GB/s, B200 NVLink 5 1.8 TB/s.
+# stream_eff: the fraction of peak HBM bandwidth a streaming kernel reaches, measured: the median achieved bandwidth
+# of aiconfigurator-core's bf16 generation-attention rows that move >= 2 GB of KV (pure streams; hardware/data/aic,
+# bench/README.md "Per-op validation against aiconfigurator-core"). The Vidur fit leaves hbm_eff at its bound of 1.0
+# (its elementwise profiles are launch-bound), so the analytic model applies this on top of it; the calibration fits
+# and the plain roofline do not (CostModel(measured=False)).
+# all_reduce_table / all_reduce_scale: whose measured NCCL all-reduce (hardware/collectives.py) prices this GPU's, and
+# by what bandwidth factor: H200 SXM has H100 SXM's NVLink 4 at 900 GB/s; B200's NVLink 5 is 2x NVLink 4 (NVIDIA
+# Blackwell datasheet), scaled, not measured.
+
+# The GPUs LayerScope prices: the one list every GPU name is derived from (GPUS below checks it).
+GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,11 @@ class GPU:
     arch: str = "hopper"  # ampere | hopper | blackwell: which published attention kernel figures apply (cost.py)
     device_bytes: float = 0.0  # what the device reports (torch.cuda.mem_get_info total): vLLM's "total_gpu_memory"
     nvlink_bw: float = 0.0  # NVLink bandwidth per GPU per direction, bytes/s (0 = none)
+    nvlink: int = 0  # NVLink generation
+    tables: str = ""  # aiconfigurator-core's system folder under hardware/data/aic ("" = none: analytic pricing only)
+    stream_eff: float = 1.0  # measured fraction of peak HBM bandwidth a streaming kernel reaches (see above)
+    all_reduce_table: str = ""  # the GPU whose measured NCCL all-reduce table prices this one's (see above)
+    all_reduce_scale: float = 1.0
 
     @property
     def memory_bytes(self) -> float:
@@ -70,6 +89,10 @@ A100_80G_SXM = GPU(
     device_bytes=81920 * MiB - 0.43 * GiB,
     nvlink_bw=300 * GB,
     arch="ampere",
+    nvlink=3,
+    tables="a100_sxm",
+    stream_eff=0.77,
+    all_reduce_table="a100-80g-sxm",
 )
 
 # H100 SXM5 80GB. NVIDIA H100 Tensor Core GPU datasheet (2023): BF16 1,979 TFLOPS and FP8 3,958 TFLOPS
@@ -87,6 +110,10 @@ H100_SXM = GPU(
     device_bytes=79.22 * GiB,
     nvlink_bw=450 * GB,
     arch="hopper",
+    nvlink=4,
+    tables="h100_sxm",
+    stream_eff=0.93,
+    all_reduce_table="h100-sxm",
 )
 
 # H200 SXM 141GB. NVIDIA H200 Tensor Core GPU datasheet (2024): same compute as H100 SXM (BF16 1,979 /
@@ -104,6 +131,10 @@ H200 = GPU(
     device_bytes=143771 * MiB - 0.43 * GiB,
     nvlink_bw=450 * GB,
     arch="hopper",
+    nvlink=4,
+    tables="h200_sxm",
+    stream_eff=0.90,
+    all_reduce_table="h100-sxm",
 )
 
 # B200 (HGX B200, 1,000 W). NVIDIA HGX B200 datasheet / Blackwell architecture technical brief (2024):
@@ -124,9 +155,15 @@ B200 = GPU(
     device_bytes=183359 * MiB - 0.43 * GiB,
     nvlink_bw=900 * GB,
     arch="blackwell",
+    nvlink=5,
+    tables="b200_sxm",
+    stream_eff=0.87,
+    all_reduce_table="h100-sxm",
+    all_reduce_scale=2.0,
 )
 
 GPUS: dict[str, GPU] = {g.name: g for g in (A100_80G_SXM, H100_SXM, H200, B200)}
+GPU_NAMES: tuple[str, ...] = get_args(GpuName)
 
 
 def gpu(name: str) -> GPU:

@@ -1,4 +1,5 @@
-"""How a router's choices load the GPUs of an expert-parallel MoE: the busiest rank's share of the token-expert rows.
+"""How a router's choices load the GPUs of an expert-parallel MoE: the busiest rank's share of the token-expert rows;
+and the routing spec a scenario's workload.routing names (check_routing: its syntax, no file read).
 
     busiest_rank_share(tokens, experts, top_k, ep, routing) -> share of the tokens x top_k rows on the busiest rank
 
@@ -21,10 +22,21 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from statistics import NormalDist
 
 import numpy as np
 
+# The default, from measured expert traffic of a Qwen3 MoE model: Qwen3-30B-A3B (128 experts, top-8) under
+# llama.cpp's imatrix counts (mcp-tool-shop-org gpu-container handbook, "Routing De-risk": a diverse prose/code/math
+# workload of ~1k tokens needs 65 of 128 experts (51%) for 90% of a layer's routing mass, concentration 1 - H/ln E
+# = 0.111, top expert 4.3%; a narrow 8k-token Python workload 45%, 0.154, 6.3%). AIConfigurator's power law at
+# ALPHA 0.7 gives 48%, 0.11 and ~3% at 1k tokens (tests/runtime/test_routing.py); its own tables' 1.01 and 1.2
+# (51%: 34% and 27%) are far more skewed than this router. Uniform routing would need 90% of the experts.
+DEFAULT_ROUTING = "power_law:0.7"
+ROUTING_PATTERN = r"^(uniform|balanced|power_law:[0-9]+(\.[0-9]+)?|file:[A-Za-z0-9_][A-Za-z0-9_.-]*\.json)$"
+MAX_ALPHA = 4.0  # beyond it one expert takes nearly every token: not a router anyone trains
+ROUTING_DIR = "routing"  # under the shipped scenarios folder: the only place a count file is read from
 PLACEMENTS = 64  # random expert placements averaged for a power law (the mean settles to ~1% by 64)
 ROUTINGS = ("balanced", "uniform", "power_law:ALPHA", "counts:C0,C1,...")
 
@@ -85,3 +97,19 @@ def busiest_rank_share(tokens: int, experts: int, top_k: int, ep: int, routing: 
         sd = np.sqrt(rows * p_rank * (1 - p_rank) * (experts - top_k) / max(1, experts - 1))
         shares.append(float(np.max(mean + z * sd)) / rows)
     return min(1.0, max(1.0 / ep, float(np.mean(shares))))
+
+
+class RoutingError(ValueError):
+    """A routing spec or count file could not be used; the message names it and what is wrong."""
+
+
+def check_routing(text: str) -> str:
+    """`text` if it is a routing spec (ROUTING_PATTERN, ALPHA in range); RoutingError naming the problem. Reads no
+    file: a count file is read when a run starts."""
+    if not re.match(ROUTING_PATTERN, text):
+        raise RoutingError(f"routing {text[:80]!r}: choose uniform, balanced, power_law:ALPHA or file:NAME.json "
+                           f"(a file name under scenarios/{ROUTING_DIR}/)")
+    kind, _, arg = text.partition(":")
+    if kind == "power_law" and (not 0.0 < float(arg) <= MAX_ALPHA or float(arg) == 1.0):
+        raise RoutingError(f"routing {text!r}: ALPHA must be in (0, {MAX_ALPHA:g}] and not 1 (use 1.01)")
+    return text

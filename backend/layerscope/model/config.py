@@ -139,18 +139,6 @@ class ModelConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def derived(self) -> dict[str, float]:
-        """The figures the dashboard and CLI show next to a model."""
-        return {
-            "params_total": float(self.params_total),
-            "params_active": float(self.params_active),
-            "params_per_layer": float(self.params_per_layer),
-            "active_params_per_layer": float(self.active_params_per_layer),
-            "kv_bytes_per_token_per_layer": self.kv_bytes_per_token_per_layer(),
-            "weight_bytes_per_layer": self.weight_bytes_per_layer(),
-            "active_weight_bytes_per_layer": self.weight_bytes_per_layer(active_only=True),
-        }
-
     def scaled(self, **changes: Any) -> ModelConfig:
         return replace(self, **changes)
 
@@ -281,10 +269,13 @@ def preset(name: str) -> ModelConfig:
         raise ValueError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}") from None
 
 
-def from_hf(config: dict[str, Any] | str | Path, name: str | None = None) -> ModelConfig:
+def from_hf(source: dict[str, Any] | str | Path, name: str | None = None) -> ModelConfig:
     """Build a ModelConfig from a Hugging Face config.json (a dict or a path to the file or its folder)."""
-    if not isinstance(config, dict):
-        path = Path(config)
+    config: dict[str, Any]
+    if isinstance(source, dict):
+        config = source
+    else:
+        path = Path(source)
         if path.is_dir():
             path = path / "config.json"
         try:

@@ -31,6 +31,7 @@ class PackedWeight(Protocol):
     """A weight kept in another format (e.g. 2-bit groups), turned into float32 when used."""
 
     bias_comp: np.ndarray | None  # (out,) added after the matmul, or None
+    shape: tuple[int, int]  # (out, in) of the weight it stands for
 
     def dequantize(self) -> np.ndarray: ...
 
@@ -199,7 +200,8 @@ class Layer:
             if not (isinstance(gate, np.ndarray) and isinstance(up, np.ndarray)):
                 continue
             both = gate.base
-            if not _halves_of(both, gate, up):  # (a layer built from another layer's weights shares its arrays)
+            # (a layer built from another layer's weights shares its arrays)
+            if both is None or not _halves_of(both, gate, up):
                 both = np.asfortranarray(np.concatenate([gate, up]))  # (2I, H), column-major
                 self.weights[p + "gate_proj.weight"], self.weights[p + "up_proj.weight"] = np.split(both, 2)
             fused[p] = both
@@ -286,7 +288,8 @@ class Layer:
         """down(silu(gate(x)) * up(x)) for the MLP or expert at `prefix` (e.g. 'mlp.experts.3.')."""
         both = self._gate_up.get(prefix)
         gate, up = self.weights[prefix + "gate_proj.weight"], self.weights[prefix + "up_proj.weight"]
-        if both is not None and getattr(gate, "base", None) is both and getattr(up, "base", None) is both:
+        if both is not None and isinstance(gate, np.ndarray) and gate.base is both and \
+                isinstance(up, np.ndarray) and up.base is both:
             gu = x @ both.T  # (n, 2I) gate and up in one matmul
             g, u = np.split(gu, 2, axis=1)  # (n, I) each
         else:  # packed weights, or entries replaced since construction

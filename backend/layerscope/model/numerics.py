@@ -176,8 +176,7 @@ def quantize_layer(
         means = _linear_inputs(layer, calib_x, pos)
     weights: dict[str, object] = {}
     for name, w in layer.weights.items():
-        is_linear = isinstance(w, np.ndarray) and w.ndim == 2
-        if not is_linear or (name == "mlp.gate.weight" and not quantize_router):
+        if not isinstance(w, np.ndarray) or w.ndim != 2 or (name == "mlp.gate.weight" and not quantize_router):
             weights[name] = w
             continue
         qw = quantize(w, bits, group_size)
@@ -379,3 +378,18 @@ def measure_all(seed: int = 0) -> dict[str, float]:
         "swiglu_bf16_rel_error": bridge["bf16_rel_error"],
         "swiglu_bridge_rel_error": bridge["bridge_rel_error"],
     }
+
+
+def flip_bits(words: np.ndarray, count: int, rate: float, rng: np.random.Generator, bits: tuple[int, ...]) -> int:
+    """Flip one of `bits` in `count` (or rate x size) random words of a contiguous array, in place.
+
+    Returns how many flips were made. The caller picks `bits` that matter: exponent bits of floats."""
+    flat = words.reshape(-1)
+    n = max(count, int(rate * flat.size))
+    n = min(n, flat.size)
+    idx = rng.choice(flat.size, size=n, replace=False)
+    width = flat.dtype.itemsize * 8
+    as_int = flat.view({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width])
+    which = np.asarray(bits)[rng.integers(0, len(bits), size=n)]
+    as_int[idx] ^= (np.ones(n, dtype=as_int.dtype) << which.astype(as_int.dtype)).astype(as_int.dtype)
+    return n

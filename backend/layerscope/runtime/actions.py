@@ -50,7 +50,8 @@ class PoolActions:
 
     def pressure(self, gib: float, t: float, in_decode: bool) -> tuple[list[int], list[int]]:
         pool = self.kv.pool
-        taken_b, taken_s = [], []
+        taken_b: list[int] = []
+        taken_s: list[int] = []
         for _ in range(min(self.pages(gib), pool.num_free)):
             where = pool.first_free_any()
             assert where is not None, "free count and free slots disagree"

@@ -31,8 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from layerscope.hardware.cost import attention_flops, flash_prefill_bytes
+from layerscope.hardware.kernel import AttentionShape, Kernel
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import AttentionShape, Kernel
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 
 FUSED_STREAM = "decode_fused"
@@ -46,7 +46,6 @@ class ArticleProfile:
     init_us: float = 800.0  # decode pipeline initialisation
     l2_warmup_us: float = 300.0  # first touch of the L2-resident data (embedding rows, LUT)
     sla_ms: float = 10.0  # decode step latency SLA
-    jitter_band_ms: float = 0.5  # +- band around the median step latency counted as normal (width assumed)
     lut_entries: int = 256  # sigmoid lookup table (fp16 entries)
 
 

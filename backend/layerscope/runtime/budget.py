@@ -1,21 +1,15 @@
-"""What a run costs before it runs, and a budget that stops it while it runs.
+"""What a run costs before it runs (the budget that stops it while it runs: layerscope/budget.py).
 
     estimate_work(spec)   engine steps weighted by what makes a step dear (batch width, numerics), counted from
                           what really bounds them (the requests that fit the KV pool at once, not max_num_seqs),
                           with the compare run's own cost added: the server refuses a run over its limit upfront
-    RunBudget.check(n)    called by the engine loops every CHECK_EVERY steps with the events made so far: raises
-                          BudgetExceeded past the event or CPU budget, Cancelled once `cancel()` was called (the
-                          client left, the server shuts down); the run stops within CHECK_EVERY steps
 
 The estimate cannot foresee everything (preemptions, a trace's lengths): the budget is what holds.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass, field
-
+from layerscope.budget import Work
 from layerscope.runtime.deployment import kv_pool_bytes, scenario_placement
 from layerscope.runtime.sharded import deployed
 from layerscope.scenario import ScenarioSpec
@@ -28,12 +22,6 @@ NUMERICS_WEIGHT = {"tiny": 4, "small": 50}
 # each 16 running requests cost about one more plain step (serving-64-h200-tp8: 0.26 ms a step with 8 running,
 # 1.9 ms with 128; bench/README.md "Hardening").
 REQUESTS_PER_STEP_WEIGHT = 16
-
-
-@dataclass(frozen=True)
-class Work:
-    units: int  # weighted engine steps, main run and compare run together
-    field: str  # the setting most responsible, for the refusal's message
 
 
 def estimate_work(spec: ScenarioSpec) -> Work:
@@ -74,52 +62,3 @@ def _requests_fitting_pool(spec: ScenarioSpec, tokens: int) -> int:
     pages_per_request = -(-tokens // page)
     pool_pages = int(kv_pool_bytes(spec, scenario_placement(spec)) // (page * model.kv_bytes_per_token()))
     return max(1, pool_pages // max(1, pages_per_request))
-
-
-class BudgetExceeded(ValueError):
-    """A run passed its event or CPU budget while it ran."""
-
-
-class Cancelled(Exception):
-    """Nobody waits for the run any more (its clients left, or the server is shutting down)."""
-
-
-YIELD_S = 0.004  # a custom run's pause per check while a preset simulates: ~one GIL switch interval (5 ms)
-
-
-@dataclass
-class RunBudget:
-    """`yield_to`: while it is set (a viewer waits for a preset), each check pauses YIELD_S, so the preset's thread
-    gets the GIL more often than one in three; every check also lets the event loop take the GIL (sleep(0))."""
-
-    max_events: int
-    max_cpu_s: float
-    yield_to: threading.Event | None = None
-    _cancel: threading.Event = field(default_factory=threading.Event)
-    _cpu0: float | None = None
-
-    def start(self) -> None:
-        """In the thread that runs the simulation: its CPU time counts from here."""
-        self._cpu0 = time.thread_time()
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._cancel.is_set()
-
-    def check(self, events: int) -> None:
-        time.sleep(YIELD_S if self.yield_to is not None and self.yield_to.is_set() else 0.0)
-        if self._cancel.is_set():
-            raise Cancelled("the run was cancelled")
-        if events > self.max_events:
-            raise BudgetExceeded(
-                f"this run passed the server's budget of {self.max_events} events per run and was stopped "
-                "(fewer or shorter requests, a larger chunk_size or page_size)"
-            )
-        if self._cpu0 is not None and time.thread_time() - self._cpu0 > self.max_cpu_s:
-            raise BudgetExceeded(
-                f"this run passed the server's budget of {self.max_cpu_s:g} CPU-seconds per run and was stopped "
-                "(fewer or shorter requests, numerics off or numerics_model tiny)"
-            )

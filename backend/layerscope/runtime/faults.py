@@ -17,14 +17,12 @@ memory_contention         `rate` of HBM bandwidth stolen for `count` steps (or c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 import numpy as np
 
+from layerscope.runtime.shadow import ShadowResult
 from layerscope.scenario import FaultSpec
-
-if TYPE_CHECKING:
-    from layerscope.runtime.shadow import ShadowResult
 
 DETECT_REL_ERROR = 1e-2  # numeric error vs the clean run above which a fault counts as seen
 JITTER_BAND = 0.10  # a step more than 10% off the running median is out of band
@@ -186,9 +184,6 @@ class FaultPlan:
     def of(self, kind: str) -> list[FaultState]:
         return [s for s in self.states if s.spec.kind == kind]
 
-    def has(self, kind: str) -> bool:
-        return any(s.spec.kind == kind for s in self.states)
-
     def scheduler_disabled_from(self) -> int | None:
         starts = [s.spec.at_chunk or 0 for s in self.of("chunk_scheduler_disabled")]
         return min(starts) if starts else None
@@ -208,18 +203,3 @@ def stale_pages(chunk_pages: list[int], pages_per_chunk: int, count: int, num_pa
         if src != p and 0 <= src < num_pages:
             out[p] = src
     return out
-
-
-def flip_bits(words: np.ndarray, count: int, rate: float, rng: np.random.Generator, bits: tuple[int, ...]) -> int:
-    """Flip one of `bits` in `count` (or rate x size) random words of a contiguous array, in place.
-
-    Returns how many flips were made. The caller picks `bits` that matter: exponent bits of floats."""
-    flat = words.reshape(-1)
-    n = max(count, int(rate * flat.size))
-    n = min(n, flat.size)
-    idx = rng.choice(flat.size, size=n, replace=False)
-    width = flat.dtype.itemsize * 8
-    as_int = flat.view({8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[width])
-    which = np.asarray(bits)[rng.integers(0, len(bits), size=n)]
-    as_int[idx] ^= (np.ones(n, dtype=as_int.dtype) << which.astype(as_int.dtype)).astype(as_int.dtype)
-    return n

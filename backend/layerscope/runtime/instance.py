@@ -16,10 +16,10 @@ faults and actions) are the two step policies on it. The instance's clock is sta
 from __future__ import annotations
 
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.hardware.kernel import Kernel, KernelCost
 from layerscope.model.config import PRESETS
 from layerscope.result import Clock
 from layerscope.runtime.deployment import kv_pool_bytes, pool_workspace_bytes, scenario_placement
-from layerscope.runtime.kernels import Kernel, KernelCost
 from layerscope.runtime.kv.manager import KVManager
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.recorder import Recorder

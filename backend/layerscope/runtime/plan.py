@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from layerscope.events import PhaseTopology, Topology, TopologyEdge, TopologyNode
 from layerscope.hardware.cost import CostModel
+from layerscope.hardware.kernel import Kernel
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import Kernel
 
 ACT_BYTES = 2.0  # activations travel in bf16 between kernels
 TOPOLOGY_PREFILL_TOKENS = 4096  # the chunk the topology's edge bytes describe
@@ -95,7 +95,8 @@ class RuntimePlan:
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """What a model step runs outside its decoder layers (embedding, final norm, lm_head, sampling, host
-        time): priced once per step. Empty until the deployment work fills it in."""
+        time): priced once per step. None without a deployment (one layer's study); ShardedRuntime (sharded.py)
+        returns them under one."""
         return []
 
     def switch_over(self, model: ModelConfig) -> list[Kernel]:
@@ -221,14 +222,3 @@ def stage_costs(kernels: list[Kernel], cost: CostModel) -> list[StageCost]:
             )
         )
     return out
-
-
-def get_runtime(name: str) -> RuntimePlan:
-    from layerscope.runtime.article import ArticleRuntime
-    from layerscope.runtime.vllm import VllmRuntime
-
-    runtimes: dict[str, type[RuntimePlan]] = {"article": ArticleRuntime, "vllm": VllmRuntime}
-    try:
-        return runtimes[name]()
-    except KeyError:
-        raise ValueError(f"unknown runtime {name!r}; choose one of {', '.join(runtimes)}") from None

@@ -45,7 +45,3 @@ class Request:
     def is_prefill(self) -> bool:
         """More than one known token lacks KV: a (re)computed prompt, not a decode."""
         return self.num_tokens - self.num_computed_tokens > 1 or self.num_output_tokens == 0
-
-    @property
-    def is_finished(self) -> bool:
-        return self.num_output_tokens >= self.output_len

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from layerscope.events import AllocFailEvent, BanksEvent, PageAllocEvent, PageMigrateEvent
-from layerscope.runtime.kernels import KernelCost
+from layerscope.hardware.kernel import KernelCost
 from layerscope.runtime.kv.allocator import EVICTED, Migration
 from layerscope.runtime.kv.eviction import Eviction, Page
 from layerscope.runtime.kv.manager import SEQ, KVManager

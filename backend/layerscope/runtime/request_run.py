@@ -23,11 +23,11 @@ from collections.abc import Callable
 import numpy as np
 
 from layerscope.events import ChunkEvent, DecodeStepEvent, PageAllocEvent, PhaseEvent
+from layerscope.hardware.kernel import CostEnv, Kernel
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.chunks import ChunkDecision, ChunkScheduler, SingleRequestScheduler, path_bw_scale
 from layerscope.runtime.deployment import deployment_event
 from layerscope.runtime.instance import Instance
-from layerscope.runtime.kernels import CostEnv, Kernel
 from layerscope.runtime.kv.eviction import HOST_LINK_BW, Eviction
 from layerscope.runtime.kv.manager import SEQ
 from layerscope.runtime.kv.walk import walk_penalty

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from layerscope.runtime.kernels import KernelCost
+from layerscope.hardware.kernel import KernelCost
 
 
 @dataclass

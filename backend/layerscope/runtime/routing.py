@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,30 +32,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from layerscope.hardware.routing import DEFAULT_ROUTING, ROUTING_DIR, RoutingError, check_routing
 from layerscope.paths import scenarios_dir
 
 if TYPE_CHECKING:
     from layerscope.model.config import ModelConfig
     from layerscope.scenario import ScenarioSpec
 
-# The default, from measured expert traffic of a Qwen3 MoE model: Qwen3-30B-A3B (128 experts, top-8) under
-# llama.cpp's imatrix counts (mcp-tool-shop-org gpu-container handbook, "Routing De-risk": a diverse prose/code/math
-# workload of ~1k tokens needs 65 of 128 experts (51%) for 90% of a layer's routing mass, concentration 1 - H/ln E
-# = 0.111, top expert 4.3%; a narrow 8k-token Python workload 45%, 0.154, 6.3%). AIConfigurator's power law at
-# ALPHA 0.7 gives 48%, 0.11 and ~3% at 1k tokens (tests/runtime/test_routing.py); its own tables' 1.01 and 1.2
-# (51%: 34% and 27%) are far more skewed than this router. Uniform routing would need 90% of the experts.
-DEFAULT_ROUTING = "power_law:0.7"
-ROUTING_PATTERN = r"^(uniform|balanced|power_law:[0-9]+(\.[0-9]+)?|file:[A-Za-z0-9_][A-Za-z0-9_.-]*\.json)$"
 MAX_ROUTING_FILE_BYTES = 8 * 1024 * 1024  # a count file is read whole: 8 MiB holds 94 layers x 512 experts many times
-MAX_ALPHA = 4.0  # beyond it one expert takes nearly every token: not a router anyone trains
 # The busiest rank's load is averaged over this many of the layers' drawn popularities, not all 94: the mean of 16
 # independent layers is within ~4% of the 94's (tests/runtime/test_routing.py) at a sixth of the cost per step size.
 EP_LAYER_SAMPLES = 16
-ROUTING_DIR = "routing"  # under the shipped scenarios folder: the only place a count file is read from
-
-
-class RoutingError(ValueError):
-    """A routing spec or count file could not be used; the message names it and what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -79,18 +65,6 @@ class Routing:
     def assumed(self) -> str:
         """The ExpertsEvent label: balanced for the even spreads, skewed for the rest."""
         return "balanced" if self.kind in ("uniform", "balanced") else "skewed"
-
-
-def check_routing(text: str) -> str:
-    """`text` if it is a routing spec (ROUTING_PATTERN, ALPHA in range); RoutingError naming the problem. Reads no
-    file: a count file is read when a run starts."""
-    if not re.match(ROUTING_PATTERN, text):
-        raise RoutingError(f"routing {text[:80]!r}: choose uniform, balanced, power_law:ALPHA or file:NAME.json "
-                           f"(a file name under scenarios/{ROUTING_DIR}/)")
-    kind, _, arg = text.partition(":")
-    if kind == "power_law" and (not 0.0 < float(arg) <= MAX_ALPHA or float(arg) == 1.0):
-        raise RoutingError(f"routing {text!r}: ALPHA must be in (0, {MAX_ALPHA:g}] and not 1 (use 1.01)")
-    return text
 
 
 def parse_routing(text: str, directory: Path | None = None) -> Routing:
@@ -254,5 +228,4 @@ def _shared_traffic(text: str, num_experts: int, top_k: int, layers: int, ep: in
     return ExpertTraffic(parse_routing(text), num_experts, top_k, layers, ep, seed)
 
 
-__all__ = ["DEFAULT_ROUTING", "ROUTING_PATTERN", "ExpertLoad", "ExpertTraffic", "Routing", "RoutingError",
-           "check_routing", "expected_max", "load_counts", "parse_routing", "scenario_traffic"]
+__all__ = ["ExpertLoad", "ExpertTraffic", "Routing", "expected_max", "load_counts", "parse_routing", "scenario_traffic"]

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from layerscope.events import PageAllocEvent, PageMigrateEvent, PhaseEvent
+from layerscope.hardware.kernel import Kernel
 from layerscope.runtime.chunks import ChunkScheduler
 from layerscope.runtime.deployment import deployment_event
 from layerscope.runtime.frontend_latency import frontend_for, lagged_arrival
 from layerscope.runtime.instance import Instance
-from layerscope.runtime.kernels import Kernel
 from layerscope.runtime.kv.allocator import Migration
 from layerscope.runtime.kv.cache_manager import KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator

@@ -22,9 +22,8 @@ import numpy as np
 from layerscope.model.config import PRESETS
 from layerscope.model.kv_cache import PagedKVCache
 from layerscope.model.layer import Layer
-from layerscope.model.numerics import QuantizedWeight, quantize_layer
+from layerscope.model.numerics import QuantizedWeight, flip_bits, quantize_layer
 from layerscope.runtime.blas import single_threaded_blas
-from layerscope.runtime.faults import flip_bits
 
 SCALED_PROMPT = 256  # scaled prompt tokens (about; each chunk gets at least one page)
 SCALED_PAGE = 8  # tokens per scaled KV page
@@ -182,7 +181,9 @@ class NumericShadow:
                 with np.errstate(all="ignore"):  # NaN scales are the point
                     self.faulty.weights[name] = qw.dequantize()
             else:
-                w = self.faulty.weights[name].copy()
+                src = self.faulty.weights[name]
+                assert isinstance(src, np.ndarray)  # the float targets: quantized ones are the branch above
+                w = src.copy()
                 flips += flip_bits(w, per, rate, rng, bits=(30,))  # fp32 exponent MSB
                 self.faulty.weights[name] = w
         return flips

@@ -23,21 +23,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from operator import itemgetter
-from typing import TYPE_CHECKING
 
+from layerscope.deployment import DeploymentSpec, shard
+from layerscope.events import Topology
 from layerscope.hardware.collectives import CUSTOM_AR_MAX_BYTES, CollectiveCost, all_gather_us, all_reduce_us
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPU
 from layerscope.hardware.gpus import gpu as gpu_preset
+from layerscope.hardware.kernel import AllReduceOp, Kernel, KernelCost, Op, Scope
+from layerscope.hardware.routing import DEFAULT_ROUTING
 from layerscope.model.config import PRESETS, ModelConfig
-from layerscope.runtime.deployment import shard
-from layerscope.runtime.kernels import AllReduceOp, Kernel, KernelCost, Op, Scope
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, get_runtime
-from layerscope.runtime.routing import DEFAULT_ROUTING, parse_routing, scenario_traffic
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan
+from layerscope.runtime.routing import parse_routing, scenario_traffic
+from layerscope.runtime.runtimes import get_runtime
 from layerscope.runtime.vllm import MoePlacement, VllmRuntime, linear
-
-if TYPE_CHECKING:
-    from layerscope.scenario import DeploymentSpec, ScenarioSpec
+from layerscope.scenario import ScenarioSpec
 
 COMM = "comm"
 # stage -> the all-reduce after its last kernel, where each GPU holds a partial sum (RowParallelLinear, FusedMoE)
@@ -107,6 +107,13 @@ def deployed(spec: ScenarioSpec) -> tuple[RuntimePlan, ModelConfig]:
     if spec.deployment is None:
         return base, full
     return ShardedRuntime(base, spec.deployment, g, full, routing_of(spec)), shard(full, spec.deployment)
+
+
+def run_topology(spec: ScenarioSpec) -> Topology:
+    """The topology the engine builds for a scenario: its deployed plan's (a deployment's collectives included),
+    priced on its GPU. A replayed recording is shown with it (the server is handed it: commands/serve.py)."""
+    plan, model = deployed(spec)
+    return plan.topology(model, CostModel(gpu_preset(spec.gpu)))
 
 
 class ShardedRuntime(RuntimePlan):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from layerscope.hardware.kernel import KernelCost
 from layerscope.runtime.chunks import GIB
 from layerscope.runtime.deployment import deployment_summary
-from layerscope.runtime.kernels import KernelCost
 from layerscope.runtime.kv.manager import SEQ
 from layerscope.runtime.request import Request
 from layerscope.runtime.request_run import RequestInstance

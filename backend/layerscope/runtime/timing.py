@@ -16,7 +16,7 @@ from typing import Any
 from layerscope.events import KernelEvent, trusted_event
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import GPU
-from layerscope.runtime.kernels import CostEnv, Kernel, KernelCost
+from layerscope.hardware.kernel import CostEnv, Kernel, KernelCost
 
 COPY = "copy"
 PLAIN_ENV = CostEnv()

@@ -32,9 +32,7 @@ from layerscope.hardware.cost import (
     expected_distinct_experts,
     flash_prefill_bytes,
 )
-from layerscope.hardware.routing import busiest_rank_share
-from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.kernels import (
+from layerscope.hardware.kernel import (
     AttentionShape,
     ContextAttentionOp,
     DecodeAttentionOp,
@@ -43,6 +41,8 @@ from layerscope.runtime.kernels import (
     MoeOp,
     OpPart,
 )
+from layerscope.hardware.routing import busiest_rank_share
+from layerscope.model.config import DTYPE_BYTES, ModelConfig
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
 from layerscope.runtime.routing import ExpertLoad, ExpertTraffic
 
@@ -291,7 +291,7 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
 
 
 def measured_together(op: GemmOp | MoeOp, kernels: list[Kernel]) -> list[Kernel]:
-    """Kernels one measured op times together: each carries the op and its place among them (runtime/kernels.py
+    """Kernels one measured op times together: each carries the op and its place among them (hardware/kernel.py
     OpPart); a single kernel carries the op itself."""
     if len(kernels) == 1:
         return [replace(kernels[0], op=op)]

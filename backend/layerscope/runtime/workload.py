@@ -127,7 +127,7 @@ def parse_csv(text: str, source: str = "trace") -> list[TraceRow]:
     header = next(reader, None)
     if header is None or tuple(h.strip() for h in header[:3]) != CSV_COLUMNS:
         raise TraceError(f"{source}: line 1: expected the header {','.join(CSV_COLUMNS)}")
-    rows = []
+    rows: list[TraceRow] = []
     for line, cells in enumerate(reader, start=2):
         if not cells:
             continue
@@ -141,7 +141,7 @@ def parse_csv(text: str, source: str = "trace") -> list[TraceRow]:
 
 
 def parse_jsonl(text: str, source: str = "trace") -> list[TraceRow]:
-    rows = []
+    rows: list[TraceRow] = []
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
@@ -192,7 +192,7 @@ def _shown(v: object, most: int = 40) -> str:
 
 def _count(v: object, source: str, line: int, column: str, low: int) -> int:
     try:
-        n = int(v.strip()) if isinstance(v, str) else v  # type: ignore[union-attr]
+        n = int(v.strip()) if isinstance(v, str) else v
     except ValueError:
         n = None
     if isinstance(n, bool) or not isinstance(n, int) or not low <= n <= MAX_REQUEST_TOKENS:

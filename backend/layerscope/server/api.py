@@ -13,6 +13,9 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 from layerscope import scenario as scn
+from layerscope.export import trace
+from layerscope.export.events import to_jsonl
+from layerscope.export.report import build_report
 from layerscope.protocol import MAX_MESSAGE_BYTES, ExportRequest
 from layerscope.schemas import all_schemas
 from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run
@@ -145,20 +148,14 @@ def _short(v: Any) -> str:
 
 
 def _report_html(result: Any) -> str:
-    from layerscope.export.report import build_report
-
     return build_report(result)
 
 
 def _events_jsonl(result: Any) -> str:
-    from layerscope.export.events import to_jsonl
-
     return to_jsonl(result)
 
 
 def _trace_json(result: Any) -> str:
-    from layerscope.export import trace  # imported late: tests of the REST layer need no exporter
-
     return trace.to_json(result)
 
 

@@ -19,7 +19,7 @@ from layerscope.protocol import MAX_REPLAY_BYTES
 from layerscope.server import api, pages, sweep, ws
 from layerscope.server.load import scrub
 from layerscope.server.prewarm import hold_the_library, start_prewarm
-from layerscope.server.runs import ExportCache, RunCache, Simulate, default_simulate
+from layerscope.server.runs import ExportCache, RunCache, Simulator
 from layerscope.server.security import BodyLimit, RequestGuard, SecurityHeaders
 from layerscope.server.settings import Settings
 
@@ -27,9 +27,10 @@ log = logging.getLogger("layerscope.server")
 EXPORT_GETS = ("/api/report", "/api/trace")  # downloads a link can start: refused when another site starts them
 
 
-def create_app(settings: Settings | None = None, simulate: Simulate | None = None, prewarm: bool = False) -> FastAPI:
-    """`simulate` defaults to the engine; tests pass a fake to exercise the server alone. `prewarm`: every preset
-    simulated from start-up (server/prewarm.py; `layerscope serve --prewarm`)."""
+def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: bool = False) -> FastAPI:
+    """`simulator`: what the server needs of the engine, handed in by the command that starts it
+    (commands/serve.py build_app; tests hand it a fake simulate). `prewarm`: every preset simulated from start-up
+    (server/prewarm.py; `layerscope serve --prewarm`)."""
     settings = settings or Settings()
     app = FastAPI(
         title="LayerScope",
@@ -38,8 +39,9 @@ def create_app(settings: Settings | None = None, simulate: Simulate | None = Non
         lifespan=_lifespan,
     )
     app.state.settings = settings
+    app.state.simulator = simulator
     app.state.runs = RunCache(
-        simulate or default_simulate,
+        simulator,
         settings.cache_runs,
         settings.max_concurrent_sims,
         settings.cache_events,
@@ -53,7 +55,6 @@ def create_app(settings: Settings | None = None, simulate: Simulate | None = Non
     )
     hold_the_library(app.state.runs)
     app.state.prewarm = prewarm
-    app.state.real_engine = simulate is None
     app.state.live = ws.LiveCounter()
     app.state.templates = Jinja2Templates(directory=str(frontend_dir() / "templates"))
     app.add_exception_handler(RequestValidationError, _validation_error)

@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
 
 from layerscope import scenario as scn
+from layerscope.budget import BudgetExceeded, Cancelled, Work
 from layerscope.events import ChunkEvent, RunEvent, SummaryEvent
 from layerscope.protocol import RunRequest
-from layerscope.runtime.budget import BudgetExceeded, Cancelled, estimate_work
 from layerscope.server.runs import Busy, PreparedRun, ReplayError, RunCache, parse_recording, replay_run
 from layerscope.server.settings import Settings
 
@@ -59,7 +60,7 @@ async def load_run(runs: RunCache, settings: Settings, req: RunRequest) -> Prepa
     if req.events is None:
         spec = requested_spec(req)
         refuse_client_traces(req, spec)
-        check_work(spec, req, settings.max_sim_work)
+        check_work(runs.estimate_work, spec, req, settings.max_sim_work)
         preset = req.scenario is not None and not req.set
         run = await _guarded(spec, runs.get(spec, preset=preset))
         check_loaded_size(run, settings.max_loaded_bytes)
@@ -71,7 +72,7 @@ async def load_run(runs: RunCache, settings: Settings, req: RunRequest) -> Prepa
     header = recorded[0] if recorded and isinstance(recorded[0], RunEvent) else None
     events = recorded[1:] if header is not None else recorded
     spec = replay_spec(req, header, events)
-    run = await _guarded(spec, asyncio.to_thread(replay_run, spec, events))
+    run = await _guarded(spec, asyncio.to_thread(replay_run, spec, events, runs.topology(spec)))
     check_loaded_size(run, settings.max_loaded_bytes)
     return run
 
@@ -165,9 +166,10 @@ def _names_trace(fields: dict[str, Any]) -> bool:
     return "workload.trace" in fields or (isinstance(nested, dict) and "trace" in nested)
 
 
-def check_work(spec: scn.ScenarioSpec, req: RunRequest, limit: int) -> None:
-    """Refuse runs bigger than the server allows before spending CPU on them (runtime.budget.estimate_work)."""
-    work = estimate_work(spec)
+def check_work(estimate: Callable[[scn.ScenarioSpec], Work], spec: scn.ScenarioSpec, req: RunRequest,
+               limit: int) -> None:
+    """Refuse runs bigger than the server allows before spending CPU on them (`estimate`: Simulator.estimate_work)."""
+    work = estimate(spec)
     if work.units <= limit:
         return
     name = work.field
@@ -231,7 +233,7 @@ def _recorded_differences(events: list[BaseModel], spec: scn.ScenarioSpec) -> di
     in_force = {"default": "chunk_size", "low_memory": "low_mem_chunk_size"}
     for e in events:
         name = in_force.get(e.reason) if isinstance(e, ChunkEvent) else None
-        if name is not None and name not in diffs and e.chunk_size != getattr(spec, name):
+        if name is not None and isinstance(e, ChunkEvent) and name not in diffs and e.chunk_size != getattr(spec, name):
             diffs[name] = (e.chunk_size, getattr(spec, name))
     return diffs
 

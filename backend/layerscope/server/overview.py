@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from layerscope.scenario import main_label
+
 # fields kept per kind: what the timeline, memory, latency, stages, bank map, numerics and log draw
 FIELDS: dict[str, tuple[str, ...]] = {
     "kernel": (
@@ -157,17 +159,3 @@ def overview(result: Any, num_layers: int) -> dict[str, Any]:
     if getattr(result, "compare", None) is not None:
         runs.append(run_overview(result.compare, "compare", spec.compare.label if spec.compare else "compare"))
     return {"num_layers": num_layers, "runs": runs}
-
-
-def main_label(spec: Any) -> str:
-    """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
-    if spec.compare is None:
-        return spec.name
-    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
-
-
-def _dotted(obj: Any, path: str) -> Any:
-    """spec field by a dotted name, as compare.set names them ("workload.max_concurrency")."""
-    for part in path.split("."):
-        obj = obj.get(part) if isinstance(obj, dict) else getattr(obj, part, None)
-    return obj

@@ -18,7 +18,7 @@ from typing import Any
 from layerscope import scenario as scn
 from layerscope.protocol import RunRequest
 from layerscope.server.load import check_work
-from layerscope.server.runs import RunCache
+from layerscope.server.runs import RunCache, Simulate, prepare
 
 log = logging.getLogger("layerscope.server")
 # the run cache holds every preset and this many runs besides (a visitor's own settings, replays)
@@ -40,19 +40,17 @@ async def start_prewarm(app: Any) -> asyncio.Task[int] | None:
     then every preset in the background; returns the background task to cancel at shutdown."""
     if not getattr(app.state, "prewarm", False):
         return None
-    if app.state.real_engine:
-        await asyncio.to_thread(warm_process)
+    simulator = app.state.simulator
+    if simulator.is_engine:
+        await asyncio.to_thread(warm_process, simulator.simulate)
     s = app.state.settings
     return asyncio.create_task(prewarm(app.state.runs, s.default_scenario, s.max_sim_work))
 
 
-def warm_process() -> None:
-    """What every process pays once, paid before the server answers: the engine's imports, the claims table's probe
-    run (claims.article_run) and its numerics figures for the default seed, the tour checks: one small run
-    simulated and prepared (~1 s here; without it the first visitor's first screen waited for all of it)."""
-    from layerscope.runtime.engine import simulate
-    from layerscope.server.runs import prepare
-
+def warm_process(simulate: Simulate) -> None:
+    """What every process pays once, paid before the server answers: the claims table's probe run
+    (claims.article_run) and its numerics figures for the default seed, the tour checks: one small run simulated
+    and prepared (~1 s here; without it the first visitor's first screen waited for all of it)."""
     prepare(simulate(scn.ScenarioSpec(name="warm-up", prompt_len=512, chunk_size=256, decode_steps=4)))
 
 
@@ -71,7 +69,7 @@ async def prewarm(runs: RunCache, default: str | None, max_work: int) -> int:
             await asyncio.sleep(IDLE_POLL_S)
         try:
             spec = scn.load_preset(name)
-            check_work(spec, RunRequest(scenario=name), max_work)
+            check_work(runs.estimate_work, spec, RunRequest(scenario=name), max_work)
             await runs.get(spec, preset=True)  # a preset as shipped: its own slot, kept in the cache
             warmed += 1
         except asyncio.CancelledError:

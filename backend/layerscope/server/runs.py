@@ -24,12 +24,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from layerscope.events import MERGEABLE_KINDS
+from layerscope.budget import Cancelled, RunBudget, Work
+from layerscope.claims import build_claims
+from layerscope.events import EVENT_ADAPTER, MERGEABLE_KINDS, RunEvent, SummaryEvent, Topology
+from layerscope.model.config import PRESETS
 from layerscope.protocol import StreamedKernel
 from layerscope.result import SimResult, run_clock
-from layerscope.runtime.budget import Cancelled, RunBudget
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.overview import overview
+from layerscope.tour import tour_results
 
 log = logging.getLogger("layerscope.server")
 MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `loaded`
@@ -39,10 +42,15 @@ TRIM_DELAY_S = 1.0  # after a viewer leaves, before its run's memory is collecte
 Simulate = Callable[..., SimResult]  # (spec) or (spec, check=...): see RunCache
 
 
-def default_simulate(spec: ScenarioSpec, check: Callable[[int], None] | None = None) -> SimResult:
-    from layerscope.runtime.engine import simulate  # imported late: the engine is heavy and optional for tests
+@dataclass(frozen=True)
+class Simulator:
+    """What the server needs of the engine, handed to it by the command that starts it (commands/serve.py): the
+    server imports no engine, plan or hardware, so a test hands it a fake `simulate` as easily."""
 
-    return simulate(spec, check=check)
+    simulate: Simulate  # (spec) or (spec, check=...): see RunCache
+    estimate_work: Callable[[ScenarioSpec], Work]  # a run's cost before it runs: the server refuses one over its limit
+    topology: Callable[[ScenarioSpec], Topology]  # the topology the engine builds for a spec (a replayed run's)
+    is_engine: bool = False  # the real engine, whose imports and first run prewarming pays before the server answers
 
 
 def _finite(v: Any) -> Any:
@@ -99,8 +107,6 @@ def claims_of(result: SimResult) -> list[dict[str, Any]]:
     if own is not None:
         return [dict(c) if isinstance(c, dict) else c.model_dump(mode="json") for c in own]
     try:
-        from layerscope.claims import build_claims
-
         return [_finite(dict(c)) for c in build_claims(result)]
     except Exception:  # a claims bug must not stop the run from playing
         log.exception("claims table failed for %s", result.spec.name)
@@ -109,8 +115,6 @@ def claims_of(result: SimResult) -> list[dict[str, Any]]:
 
 def tour_of(result: SimResult) -> list[dict[str, Any]]:
     """Each tour step's claim checked against this run (the tour panel marks it passed or failed)."""
-    from layerscope.tour import tour_results
-
     return [_finite(row) for row in tour_results(result)]
 
 
@@ -181,16 +185,16 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
 OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict", "request", "step"})
 
 
-def streamed_events(result: SimResult) -> list[EncodedEvent]:
+def streamed_events(result: SimResult) -> list[dict[str, Any]]:
     """The events frames carry, sorted by time (stably: ties keep the run's order): all but OVERVIEW_ONLY, kernels
     slim (`row` counts kernels in the run's order, as the overview's table lists them)."""
-    out: list[EncodedEvent] = []
+    out: list[dict[str, Any]] = []  # EncodedEvents
     row = 0
     for e in result.events:
-        if e.kind == "kernel":  # type: ignore[attr-defined]
+        if e.kind == "kernel":
             out.append(streamed_kernel(e, row))
             row += 1
-        elif e.kind not in OVERVIEW_ONLY:  # type: ignore[attr-defined]
+        elif e.kind not in OVERVIEW_ONLY:
             out.append(event_dict(e))
     return sorted(out, key=lambda e: e["t_us"])
 
@@ -218,8 +222,6 @@ def prepare(result: SimResult) -> PreparedRun:
 
 
 def _num_layers(spec: ScenarioSpec) -> int:
-    from layerscope.model.config import PRESETS
-
     cfg = PRESETS.get(spec.model)
     return int(cfg.num_hidden_layers) if cfg is not None else 1
 
@@ -237,8 +239,6 @@ def parse_recording(events: list[dict[str, Any]]) -> list[BaseModel]:
     one raises ReplayError naming it. Only the first line may be the recording's `run` spec."""
     from pydantic import ValidationError
 
-    from layerscope.events import EVENT_ADAPTER, RunEvent
-
     parsed: list[BaseModel] = []
     for i, raw in enumerate(events):
         try:
@@ -253,17 +253,11 @@ def parse_recording(events: list[dict[str, Any]]) -> list[BaseModel]:
     return parsed
 
 
-def replay_run(spec: ScenarioSpec, events: list[BaseModel]) -> PreparedRun:
+def replay_run(spec: ScenarioSpec, events: list[BaseModel], topology: Topology) -> PreparedRun:
     """Prepare parsed recorded events (parse_recording, without the `run` line) for playback as if `spec` had
-    just been simulated: the topology is the runtime plan's for the spec, the summary the recording's `summary`."""
-    from layerscope.events import SummaryEvent
-    from layerscope.hardware.cost import CostModel
-    from layerscope.hardware.gpus import gpu
-    from layerscope.model.config import PRESETS
-    from layerscope.runtime.plan import get_runtime
-
+    just been simulated: `topology` is the one the engine builds for the spec (Simulator.topology: a deployment's
+    all-reduce stages included), the summary the recording's `summary`."""
     summary = next((dict(e.figures) for e in reversed(events) if isinstance(e, SummaryEvent)), {})
-    topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu(spec.gpu)))
     return prepare(SimResult(spec=spec, events=list(events), topology=topology, summary=summary, clock=run_clock(spec)))
 
 
@@ -359,14 +353,14 @@ class RunCache:
 
     Bounds: `max_concurrent` simulations at once (plus one slot of their own for presets as shipped, so a viewer
     opening a preset never waits behind custom runs), at most `max_queue` waiting for a slot (then Busy), each
-    stopped past `max_run_events` events or `max_cpu_s` CPU seconds (runtime.budget), and at most
+    stopped past `max_run_events` events or `max_cpu_s` CPU seconds (layerscope.budget), and at most
     `max_memory_events` events held by the cache, the viewers and the simulations under way together (Busy when a
     new run cannot fit). A simulation nobody waits for any more is cancelled. Viewers `hold` the run they show: a
     custom run no viewer holds leaves the cache (presets stay, within `max_runs` and `max_events`)."""
 
     def __init__(
         self,
-        simulate: Simulate,
+        simulator: Simulator,
         max_runs: int = 8,
         max_concurrent: int = 2,
         max_events: int = 500_000,
@@ -376,7 +370,9 @@ class RunCache:
         max_cpu_s: float = math.inf,
         max_memory_events: int | None = None,
     ) -> None:
-        self._simulate = simulate
+        self._simulate = simulator.simulate
+        self.estimate_work = simulator.estimate_work
+        self.topology = simulator.topology
         self._max = max_runs
         self._max_events = max_events  # runs hold their events as dicts: bound memory by events, not only runs
         self._max_queue, self._max_cpu_s = max_queue, max_cpu_s

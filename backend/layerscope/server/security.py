@@ -141,7 +141,7 @@ def origin_allowed(origin: str | None, host: str | None, allowed: list[str]) -> 
         return True
     if origin in allowed or "*" in allowed:
         return True
-    return bool(host) and urlsplit(origin).netloc.lower() == host.lower()
+    return host is not None and host != "" and urlsplit(origin).netloc.lower() == host.lower()
 
 
 CROSS_SITE = frozenset({"cross-site", "same-site"})  # Sec-Fetch-Site values of a request another site made

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
+from collections.abc import Callable
 from itertools import product
 from typing import Annotated, Any
 
@@ -19,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from layerscope import scenario as scn
+from layerscope.budget import Work
 from layerscope.protocol import RunRequest
 from layerscope.server.load import CommandError, check_work, refuse_client_traces, requested_spec
+from layerscope.sweep import SweepCancelled, run_grid, run_points_until
 
 router = APIRouter()
 MAX_POINTS = 16  # grid points per request: a sweep of 16 timing-only runs takes seconds, not minutes
@@ -46,7 +49,7 @@ def _refuse(field: str, message: str) -> HTTPException:
     return HTTPException(422, detail=[{"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}])
 
 
-def check_grid(body: SweepBody, max_work: int) -> scn.ScenarioSpec:
+def check_grid(body: SweepBody, max_work: int, estimate: Callable[[scn.ScenarioSpec], Work]) -> scn.ScenarioSpec:
     """The preset with the body's overrides, every grid point's work bounded as a websocket `load` is (the compare
     run dropped, as the sweep does). A caller's mistake (an unknown preset or field, a bad override) is a 422
     naming the field; a point the scenario refuses (e.g. weights that do not fit) is left to run_grid, which keeps
@@ -69,7 +72,7 @@ def check_grid(body: SweepBody, max_work: int) -> scn.ScenarioSpec:
             continue  # refused by the scenario's own rules: run_grid reports it
         try:
             refuse_client_traces(req, one)  # the server opens no file a client names
-            check_work(one, req, max_work)
+            check_work(estimate, one, req, max_work)
         except CommandError as e:
             raise _refuse("grid", f"the point {dict(zip(keys, values, strict=True))}: {e}") from None
     return spec
@@ -90,12 +93,8 @@ async def _stop_when_gone(request: Request, stop: threading.Event) -> None:
 @router.post("/api/sweep", tags=["sweep"])
 async def post_sweep(request: Request, body: SweepBody) -> dict[str, Any]:
     """Run a small grid of a preset (timing only) and answer `layerscope sweep --json`'s object."""
-    spec = check_grid(body, request.app.state.settings.max_sim_work)
-    try:
-        from layerscope.sweep import SweepCancelled, run_grid, run_points_until
-    except ImportError:
-        raise HTTPException(501, "this build has no layerscope.sweep.run_grid") from None
     state = request.app.state
+    spec = check_grid(body, state.settings.max_sim_work, state.runs.estimate_work)
     if getattr(state, "sweep_lock", None) is None:
         state.sweep_lock = asyncio.Lock()  # one sweep at a time per app: each point is a CPU-bound simulation
     if state.sweep_lock.locked():  # no queue behind it: a client that gave up would still hold its place

@@ -10,10 +10,7 @@ import numpy as np
 import pytest
 
 from layerscope.hardware import tables
-from layerscope.hardware.routing import busiest_rank_share, parse_routing
-from layerscope.hardware.tables import FP8_PROXY_SYSTEMS
-from layerscope.hardware.tables.validation import all_held_out, fp8_proxy_ratios, held_out
-from layerscope.runtime.kernels import (
+from layerscope.hardware.kernel import (
     AllReduceOp,
     AllToAllOp,
     ContextAttentionOp,
@@ -21,6 +18,9 @@ from layerscope.runtime.kernels import (
     GemmOp,
     MoeOp,
 )
+from layerscope.hardware.routing import busiest_rank_share, parse_routing
+from layerscope.hardware.tables import FP8_PROXY_SYSTEMS
+from layerscope.hardware.tables.validation import all_held_out, fp8_proxy_ratios, held_out
 
 KIB, MIB = 1024, 1024**2
 
@@ -74,7 +74,8 @@ def test_shapes_outside_the_measured_grid_are_not_covered() -> None:
     assert tables.price("h200", GemmOp(100_000, 4096, 4096)) is None  # M past the largest measured
     assert tables.price("h200", GemmOp(1024, 151936, 4096)) is None  # the whole vocabulary: N past 65536
     assert tables.price("h200", ContextAttentionOp(1, 1024, 0, 64, 4, 128)) is not None
-    assert tables.price("rtx-9000", GemmOp(1024, 4096, 4096)) is None  # no table for that GPU
+    with pytest.raises(ValueError, match="unknown GPU 'rtx-9000'"):  # not a record: refused, not priced plainly
+        tables.price("rtx-9000", GemmOp(1024, 4096, 4096))
     assert tables.price("h200", AllReduceOp(16, 8 * KIB)) is None  # one node of 8 measured
     assert tables.price("h200", DecodeAttentionOp(1, 8192, 8, 1, 128)) is not None
     assert tables.price("b200", AllToAllOp(8, MIB)) is not None
@@ -138,3 +139,8 @@ def test_a_chunk_over_a_cached_prefix_reads_the_fresh_prompt_of_equal_work() -> 
     longer = tables.price("h200", ContextAttentionOp(1, 1024, 8192, 64, 4, 128))
     assert longer is not None and longer.us > 4 * chunk.us  # 8x the prefix: ~6x the pairs
     assert tables.price("h200", ContextAttentionOp(1, 8192, 60_000, 64, 4, 128)) is None  # past the measured 32k+
+
+
+def test_a_table_the_record_names_but_the_package_lacks_raises() -> None:
+    with pytest.raises(tables.MissingTable, match="no measured gemm table rtx_9000/gemm.csv.gz"):
+        tables.price_on("rtx_9000", GemmOp(1024, 4096, 4096))

@@ -1,11 +1,13 @@
 """Measured kernel prices from aiconfigurator-core's per-op tables (NVIDIA AIConfigurator, Apache-2.0).
 
-    price(gpu_name, op) -> Measured(us, table, parts) | None
+    price(gpu_name, op) -> Measured(us, table, parts) | None      the GPU record's tables (hardware/gpus.py)
+    price_on(system, op) -> Measured(us, table, parts) | None     one aiconfigurator-core system folder
 
-`op` is one of runtime/kernels.py's op specs (GemmOp, MoeOp, ContextAttentionOp, DecodeAttentionOp, AllReduceOp,
-AllToAllOp). None means no measured table covers it on that GPU (no table for the GPU or op, a shape outside the
-measured range, or a cell with a corner never measured): the cost model then prices the kernel analytically and says
-so. The rows are a compact extract shipped under hardware/data/aic/ (bench/extract_aic_tables.py regenerates it from
+`op` is one of hardware/kernel.py's op specs (GemmOp, MoeOp, ContextAttentionOp, DecodeAttentionOp, AllReduceOp,
+AllToAllOp). None means the GPU's measured table does not cover it (a shape outside the measured range, a key never
+measured, or a cell with a corner never measured): the cost model then prices the kernel analytically and says so.
+A table the record names but the package lacks raises MissingTable: nothing falls back to analytic prices silently.
+The rows are a compact extract shipped under hardware/data/aic/ (bench/extract_aic_tables.py regenerates it from
 an installed aiconfigurator-core; NOTICE there); nothing is downloaded at run time. Interpolation: tables/grid.py.
 
 Per op, what is looked up (times in microseconds, sizes in bytes, converted by the extract):
@@ -36,10 +38,10 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from layerscope.hardware.routing import busiest_rank_share, parse_routing
-from layerscope.hardware.tables.grid import Grid
-from layerscope.runtime.kernels import (
+from layerscope.hardware.gpus import GPUS, gpu
+from layerscope.hardware.kernel import (
     AllReduceOp,
     AllToAllOp,
     ContextAttentionOp,
@@ -49,9 +51,11 @@ from layerscope.runtime.kernels import (
     Op,
     TableRef,
 )
+from layerscope.hardware.routing import busiest_rank_share, parse_routing
+from layerscope.hardware.tables.grid import Grid
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "aic"
-SYSTEMS = {"a100-80g-sxm": "a100_sxm", "h100-sxm": "h100_sxm", "h200": "h200_sxm", "b200": "b200_sxm"}
+SYSTEMS = {name: g.tables for name, g in GPUS.items()}  # GPU name -> aiconfigurator-core system folder
 PACKAGE_DIR = "aiconfigurator_core/"  # TableRef.file: the parquet file's path inside aiconfigurator-core's package
 HOST_BOUND = 1.5  # an eager row under 1.5x its shape's fastest is host-launch time (the fp8_block rows' ~85 us floor)
 MEASURED_POWER_LAWS = (1.01, 1.2)  # the exponents aiconfigurator-core measured MoE routing at
@@ -83,16 +87,16 @@ def manifest() -> dict:
         return json.load(f)
 
 
-def system_of(gpu_name: str) -> str | None:
-    return SYSTEMS.get(gpu_name)
+class MissingTable(LookupError):
+    """A GPU record names a measured table the package does not hold."""
 
 
 @functools.cache
-def _load(system: str, op: str) -> _Table | None:
+def table(system: str, op: str) -> _Table:
     rel = f"{system}/{op}.csv.gz"
     info = manifest()["files"].get(rel)
-    if info is None:
-        return None
+    if info is None or not (DATA / rel).exists():
+        raise MissingTable(f"no measured {op} table {rel} under {DATA} (bench/extract_aic_tables.py writes it)")
     backends = info["backend"].split("+")
     refs: dict[tuple, TableRef] = {}
     min_us: dict[tuple, float] = {}
@@ -160,27 +164,23 @@ _LAYOUT = {  # per op: the key's columns (name, type), then the swept columns
 }
 
 
-@functools.cache  # one stat per (system, op), not one per lookup
-def table(system: str, op: str) -> _Table | None:
-    return _load(system, op) if (DATA / f"{system}/{op}.csv.gz").exists() else None
-
-
 def lookup(system: str, op: str, key: tuple, x: tuple[float, ...]) -> Measured | None:
     t = table(system, op)
-    if t is None:
-        return None
     us = t.grid(key, x)
     if us is None:
         return None
     return Measured(us, t.refs[key], {"measured_us": us})
 
 
-@functools.lru_cache(maxsize=65536)  # pure in (GPU, op): a serving run prices the same shapes every step
 def price(gpu_name: str, op: Op) -> Measured | None:
-    """The measured time of `op` on this GPU, or None where no measured table covers it."""
-    system = system_of(gpu_name)
-    if system is None:
-        return None
+    """The measured time of `op` on this GPU (ValueError for a GPU not in hardware/gpus.py), or None where its
+    measured table does not cover it."""
+    return price_on(gpu(gpu_name).tables, op)
+
+
+@functools.lru_cache(maxsize=65536)  # pure in (system, op): a serving run prices the same shapes every step
+def price_on(system: str, op: Op) -> Measured | None:
+    """The measured time of `op` in one system folder's tables, or None where they do not cover it."""
     return _PRICERS[type(op)](system, op)
 
 
@@ -202,7 +202,6 @@ def _gemm(system: str, op: GemmOp) -> Measured | None:
 def host_bound(system: str, op: GemmOp, us: float) -> bool:
     """Whether an eager block-fp8 row is within HOST_BOUND of the fastest row of the (n, k) it lies between."""
     t = table(system, "gemm")
-    assert t is not None
     x = (float(op.n), float(op.k))
     lows = [v for (key, nk), v in t.min_us.items() if key == (op.dtype,) and _near(nk, x, t.grid, key)]
     return us < HOST_BOUND * max(lows, default=0.0)
@@ -289,5 +288,6 @@ def _all_to_all(system: str, op: AllToAllOp) -> Measured | None:
     return lookup(system, "all_to_all", (op.gpus,), (float(op.bytes),))
 
 
-_PRICERS = {GemmOp: _gemm, MoeOp: _moe, ContextAttentionOp: _context, DecodeAttentionOp: _decode,
-            AllReduceOp: _all_reduce, AllToAllOp: _all_to_all}
+_PRICERS: dict[type, Callable[[str, Any], Measured | None]] = {
+    GemmOp: _gemm, MoeOp: _moe, ContextAttentionOp: _context, DecodeAttentionOp: _decode,
+    AllReduceOp: _all_reduce, AllToAllOp: _all_to_all}

@@ -75,7 +75,7 @@ class Grid:
         c = self._cell(key)
         if c is None or len(x) != len(c.axes):
             return None
-        brackets = []  # per dimension: [(index, weight), ...]
+        brackets: list[tuple[tuple[int, float], ...]] = []  # per dimension: [(index, weight), ...]
         for v, axis, log_axis in zip(x, c.axes, c.log_axes, strict=True):
             if v <= 0 or v < axis[0] or v > axis[-1]:
                 return None

@@ -41,11 +41,12 @@ def held_out_rows(system: str, op: str) -> list[tuple[str, tuple, tuple[float, .
     axes: dict[tuple, list[float]] = {}
     for key, x, _ in data:
         axes.setdefault((key, x[:d] + x[d + 1:]), []).append(x[d])
-    left_out = set()
+    left_out: set[tuple[tuple, float]] = set()
     for line, values in axes.items():
         clusters = _clusters(sorted(set(values)))
         left_out.update((line, v) for c in clusters[1:-1:2] for v in c)
-    keep, test = [], []
+    keep: list[tuple[tuple, tuple[float, ...], float]] = []
+    test: list[tuple[tuple, tuple[float, ...], float]] = []
     host_floor = _host_floors(data) if op == "gemm" else {}
     for r in data:
         key, x, us = r

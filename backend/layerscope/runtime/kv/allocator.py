@@ -123,12 +123,6 @@ class KVAllocator(ABC):
                 return bank, start
         return None
 
-    def release_hint(self, owner: str) -> list[tuple[int, int]]:
-        left = self.hints.pop(owner, [])
-        for bank, slot in left:
-            self.pool.release(bank, slot)
-        return left
-
     # -- moving, evicting, compacting -----------------------------------------------------------
     def migrate(self, bank: int, slot: int, to_bank: int, to_slot: int, reason: str) -> Migration:
         name = self.pool.owner_name(int(self.pool.owner[bank, slot]))

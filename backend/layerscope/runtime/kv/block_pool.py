@@ -57,11 +57,6 @@ class BlockPool:
     def used_per_bank(self) -> list[int]:
         return [int(self.pages_per_bank - n) for n in self.num_free_per_bank]
 
-    def owned_per_bank(self, name: str) -> list[int]:
-        if name not in self._owner_ids:
-            return [0] * self.banks
-        return [int(n) for n in (self.owner == self._owner_ids[name]).sum(axis=1)]
-
     def is_free(self, bank: int, slot: int) -> bool:
         self._check_slot(bank, slot)
         return bool(self.owner[bank, slot] == FREE)

@@ -67,11 +67,6 @@ class KVCacheManager:
         return [(b.bank, b.slot) for b in self.req_to_blocks.get(request_id, [])]
 
     @property
-    def num_free_blocks(self) -> int:
-        """Blocks an allocation may take: free slots plus cached blocks no request uses."""
-        return self.pool.num_free + len(self.evictable)
-
-    @property
     def hit_rate(self) -> float:
         return self.num_hit_tokens / self.num_query_tokens if self.num_query_tokens else 0.0
 

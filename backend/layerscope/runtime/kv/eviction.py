@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from layerscope.events import PageAllocEvent, PageEvictEvent
-from layerscope.runtime.kernels import CostEnv, Kernel
+from layerscope.hardware.kernel import CostEnv, Kernel
 from layerscope.runtime.kv.manager import NEVER_WRITTEN, SEQ, KVManager
 from layerscope.runtime.timing import COPY, Timing
 

@@ -68,14 +68,6 @@ class KVManager:
     def owned_pages(self, owner: str) -> int:
         return int(np.count_nonzero(self.pool.owner == self.pool.owner_id(owner)))
 
-    def resident(self, owner: str = SEQ) -> tuple[np.ndarray, np.ndarray]:
-        """The block table as (banks, slots) arrays in logical order; evicted entries are -1."""
-        table = self.allocator.table(owner)
-        if not table:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        arr = np.asarray(table, dtype=np.int64)  # (pages, 2)
-        return arr[:, 0], arr[:, 1]
-
     # -- other tenants ----------------------------------------------------------------------------
     def fill_tenants(self, fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """Hold `fraction` of the pool's pages for other tenants, scattered at random (seeded)."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from layerscope.hardware import calibration as cal
+from layerscope.calibration import gemm as cal
 from layerscope.hardware.cost import FITTED, CostModel
 from layerscope.hardware.gpus import gpu
 

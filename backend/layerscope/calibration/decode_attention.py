@@ -5,8 +5,8 @@ Data (DECODE_ATTENTION_MEASURED): one decode call (one query per sequence over i
 the library's own split count, and the combine of the splits) at several context lengths, as the PR or issue that
 published it printed it. Fit: the plan's own kernel (runtime/vllm.py `paged_decode_kernel`) priced by the cost model
 with the stored FittedConstants (launch cost, overlap) and the grid's occupancy (cost.decode_attention_ctas); only
-setup_us and stream_eff vary. fused_moe_fit's grid search (0.1 us x 0.01) minimising the squared log error, with
-one kernel per point: deterministic.
+setup_us and stream_eff vary. calibration/fused_moe.py's grid search (0.1 us x 0.01) minimising the squared log
+error, with one kernel per point: deterministic.
 None of these kernel timings is a serving measurement: bench/bench_validation.py's rows stay held out.
 """
 
@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from layerscope.calibration.fused_moe import best_on_grid, predict_grid
 from layerscope.hardware.cost import DECODE_ATTENTION, CostModel, DecodeAttentionConstants
-from layerscope.hardware.fused_moe_fit import best_on_grid, predict_grid
 from layerscope.hardware.gpus import GPU, gpu
-from layerscope.runtime.kernels import Kernel
+from layerscope.hardware.kernel import Kernel
+from layerscope.runtime.vllm import paged_decode_kernel
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,6 @@ class DecodeFit:
 
 def call_kernel(b: DecodeBenchmark, context: int) -> Kernel:
     """The plan's own decode attention kernel for the benchmark's shape (bf16 KV)."""
-    from layerscope.runtime.vllm import paged_decode_kernel  # runtime imports hardware: import here
-
     return paged_decode_kernel(b.batch, context, b.batch * context, b.q_heads, b.kv_heads, b.head_dim, 2.0)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from layerscope.hardware.cost import DEFAULT_ENV, FITTED, PLAIN, CostModel, FittedConstants
 from layerscope.hardware.gpus import gpu
-from layerscope.runtime.kernels import Kernel
+from layerscope.hardware.kernel import Kernel
 
 CSV_GPU = {"a100": "a100-80g-sxm", "h100": "h100-sxm"}
 OPS = (
@@ -40,7 +40,7 @@ OPS = (
     "add",
 )
 BF16 = 2.0
-DATA_DIR = Path(__file__).resolve().parent / "data"  # shipped inside the package: see data/README.md
+DATA_DIR = Path(__file__).resolve().parent.parent / "hardware" / "data"  # shipped in the package: data/README.md
 
 
 def calibration_dir() -> Path:

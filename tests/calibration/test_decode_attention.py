@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from layerscope.hardware import decode_attention_fit as fit
+from layerscope.calibration import decode_attention as fit
 from layerscope.hardware.cost import (
     DECODE_ATTENTION,
     CostModel,
@@ -15,9 +15,9 @@ from layerscope.hardware.cost import (
     plain_roofline,
 )
 from layerscope.hardware.gpus import gpu
+from layerscope.hardware.kernel import CostEnv
 from layerscope.model.config import preset
-from layerscope.runtime.kernels import CostEnv
-from layerscope.runtime.plan import get_runtime
+from layerscope.runtime.runtimes import get_runtime
 
 
 @pytest.fixture(scope="module")

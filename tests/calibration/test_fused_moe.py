@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from layerscope.hardware import fused_moe_fit as fit
+from layerscope.calibration import fused_moe as fit
 from layerscope.hardware.cost import FUSED_MOE, CostModel, is_fused_moe, plain_roofline
 from layerscope.hardware.gpus import gpu
+from layerscope.hardware.kernel import CostEnv
 from layerscope.model.config import preset
-from layerscope.runtime.kernels import CostEnv
-from layerscope.runtime.plan import get_runtime
+from layerscope.runtime.runtimes import get_runtime
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,15 @@ None of these kernel timings is a serving measurement: bench/bench_validation.py
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from layerscope.deployment import DeploymentSpec, shard
 from layerscope.hardware.cost import FUSED_MOE, CostModel, FusedMoeConstants, is_fused_moe
 from layerscope.hardware.gpus import GB, GPU, gpu
 from layerscope.model.config import PRESETS
+from layerscope.runtime.vllm import VllmRuntime
 
 # A100 PCIe 40GB: the A100 SXM's compute and SMs with 1,555 GB/s of HBM2 (NVIDIA A100 datasheet, PCIe 40GB column).
 A100_PCIE_40GB = replace(gpu("a100-80g-sxm"), name="a100-pcie-40gb", hbm_bw=1555 * GB)
@@ -70,17 +71,13 @@ class MoeFit:
 
 def call_kernels(b: MoeBenchmark, tokens: int) -> list:
     """The plan's kernels for one fused_moe call of `tokens` tokens on one GPU of tp b.tp (router GEMM left out)."""
-    from layerscope.runtime.deployment import shard  # runtime imports hardware: import here, not at module level
-    from layerscope.runtime.vllm import VllmRuntime
-    from layerscope.scenario import DeploymentSpec
-
     # sharded in bf16: the benchmarks' fp8_w8a8 is per-tensor fp8 (no 128x128 blocks, so no block-size check)
     model = shard(PRESETS[b.model], DeploymentSpec(tp=b.tp))
     ks = VllmRuntime()._moe(model, tokens, b.dtype)
     return [k for k in ks if not (k.stage == "router" and k.kind == "gemm")]
 
 
-def _terms(benches: list[MoeBenchmark]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, float]:
+def _terms(benches: list[MoeBenchmark]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float, int]:
     """Per point: the fixed part (every other kernel, and the fused kernels' launch + GEMM setup), and per fused
     kernel its compute time and its memory time at full bandwidth; plus (overlap, number of fused kernels)."""
     fixed, comp, mem, meas = [], [], [], []
@@ -153,7 +150,3 @@ def fit_all() -> dict[str, MoeFit]:
 def median_abs_error(rows: list[dict]) -> float:
     errs = sorted(abs(r["rel_error"]) for r in rows)
     return errs[len(errs) // 2] if len(errs) % 2 else (errs[len(errs) // 2 - 1] + errs[len(errs) // 2]) / 2
-
-
-def log_rms(rows: list[dict]) -> float:
-    return math.sqrt(sum(math.log(r["simulated_us"] / r["measured_us"]) ** 2 for r in rows) / len(rows))

@@ -1,0 +1,349 @@
+"""A deployment: its spec (the scenario's `deployment:`), one GPU's shard of the model, and what that GPU's memory
+holds (vLLM's accounting). Below the scenario, which refuses a deployment that does not fit (check_fits).
+
+    shard(model, deployment) -> ModelConfig   one GPU's shapes; the runtime plans (runtime/vllm.py) take it as is
+        attention heads / tp; KV heads / tp, or 1 per GPU replicated tp / kv times when tp > kv heads
+        experts / ep (and top-k / ep: a token's expected local experts, so k/E and the distinct-expert formula hold)
+        MoE intermediate / moe_tp (moe_tp = tp / ep); dense intermediate / tp; vocabulary / tp
+    place(model, gpu, deployment, ...) -> Placement   what vLLM's Worker.determine_available_memory finds:
+        KV cache = gpu_memory_utilization x total_gpu_memory - (weights + activation peak + non-torch + CUDA graphs)
+        KV tokens = whole 16-token blocks of that; max concurrency = KV tokens / max_model_len
+
+Sources (vllm/v1/worker/gpu_worker.py determine_available_memory, gpu_model_runner.profile_run,
+kv_cache_utils.py "GPU KV cache size", "Maximum concurrency for L tokens per request") and each constant's are
+given where the constant is defined.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from layerscope.hardware.gpus import GPU, GiB
+from layerscope.model.config import DTYPE_BYTES, ModelConfig
+from layerscope.strict import MAX_PROMPT_LEN, Strict
+
+BLOCK_SIZE = 16  # vLLM's default KV block (--block-size 16 on CUDA)
+FP8_BLOCK = 128  # Qwen3-235B-A22B-FP8 quantization_config.weight_block_size [128, 128], one fp32 scale per block
+MAX_NUM_SEQS = 256  # vLLM's default --max-num-seqs: the sampler's dummy run covers that many requests
+# fused_moe processes at most VLLM_FUSED_MOE_CHUNK_SIZE tokens at once (vllm/envs.py default 32768): its caches
+# are sized for that many, whatever the batch.
+FUSED_MOE_CHUNK = 32768
+# Non-torch memory (NCCL and custom all-reduce buffers, cuBLAS workspaces) vLLM finds after its profile run:
+# 1.79 GiB on one H100 and 3.58 GiB per GPU at tp 2 (vLLM PR #10511's memory-profiling log, Llama-3-8B). Taken as
+# is for tp 1 and tp > 1 (NCCL's buffers grow little with more peers on one NVLink switch): a measured figure from
+# one model, not fitted here.
+NON_TORCH_GIB = {1: 1.79, 2: 3.58}
+# CUDA graph pool, profiled into the KV budget since vLLM v0.21 ("Estimated CUDA graph memory: X GiB total" for 51
+# piecewise + 35 full graphs): 0.52 GiB (Qwen3-8B, LMCache issue #3430), 1.62 GiB (Qwen3.5 MoE, vLLM PR #39559),
+# 0.09 GiB (27B at tp 2, few sizes). Taken as 0.5 GiB per GPU: an estimate from those logs. Older engines captured
+# the graphs after sizing the KV cache, outside the budget ("CUDA graph memory profiling is enabled (default since
+# v0.21.0)", vLLM's startup log in gpustack/runner PR #251): DeploymentSpec.cuda_graph_memory_profiled=false.
+CUDA_GRAPH_GIB = 0.5
+SAMPLER_FP32_COPIES = 3  # logits, softmax probabilities, the top-k/top-p sort: fp32 [max_num_seqs, vocab] each
+ACT = 2.0  # bf16 activations
+
+
+class DeploymentError(ValueError):
+    """A deployment that cannot run: the message says why and what would."""
+
+
+class DeploymentSpec(Strict):
+    """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
+
+    MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
+    One node of up to 8 GPUs (the measured collectives go to 8)."""
+
+    tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
+    ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")
+    weight_dtype: Literal["bf16", "fp8"] = Field(
+        "bf16", description="fp8: e4m3 with 128x128 block scales, as Qwen/Qwen3-235B-A22B-FP8"
+    )
+    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache precision (vLLM --kv-cache-dtype)")
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0, description="share of GPU memory vLLM may use")
+    cuda_graphs: bool = Field(True, description="decode steps replay CUDA graphs (vLLM's default; off = eager)")
+    cuda_graph_memory_profiled: bool = Field(
+        True, description="the KV budget leaves room for the CUDA graph pool (vLLM's default since v0.21.0, "
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; before, graphs were captured after the KV cache was sized, outside "
+        "the budget)"
+    )
+    async_scheduling: bool = Field(
+        True, description="the engine schedules step N+1 while step N runs (vLLM --async-scheduling: opt-in up to "
+        "v0.11, the default since; off = the host's step work is exposed between steps)"
+    )
+    max_model_len: int | None = Field(
+        None, ge=16, le=MAX_PROMPT_LEN, description="longest request in tokens (default: the model's context)"
+    )
+    engine: Literal["vllm", "sglang"] = Field(
+        "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
+        "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
+    )
+
+    @model_validator(mode="after")
+    def _ep_divides_tp(self) -> DeploymentSpec:
+        if self.tp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
+        return self
+
+    @property
+    def moe_tp(self) -> int:
+        return self.tp // self.ep
+
+
+# -- one GPU's shapes ----------------------------------------------------------------------------------------
+def shard(model: ModelConfig, dep: DeploymentSpec) -> ModelConfig:
+    tp, ep, moe_tp = dep.tp, dep.ep, dep.moe_tp
+    if model.num_attention_heads % tp:
+        raise DeploymentError(f"tp={tp} must divide the {model.num_attention_heads} attention heads of {model.name}")
+    kv = model.num_key_value_heads
+    if tp % kv and kv % tp:
+        raise DeploymentError(f"tp={tp} and the {kv} KV heads of {model.name} must divide one another")
+    changes: dict[str, Any] = dict(
+        num_attention_heads=model.num_attention_heads // tp,
+        num_key_value_heads=max(1, kv // tp),
+        vocab_size=-(-model.vocab_size // tp),
+        intermediate_size=model.intermediate_size // tp,
+        weight_dtype=dep.weight_dtype,
+        kv_dtype=dep.kv_dtype,
+    )
+    if model.is_moe:
+        e, k, mi = model.num_experts, model.num_experts_per_tok, model.moe_intermediate_size
+        if e % ep or k % ep:
+            raise DeploymentError(f"ep={ep} must divide the {e} experts and the top-{k} of {model.name}")
+        if mi % moe_tp:
+            raise DeploymentError(f"moe tp={moe_tp} (tp / ep) must divide moe_intermediate_size {mi}")
+        if dep.weight_dtype == "fp8" and (mi // moe_tp) % FP8_BLOCK:
+            raise DeploymentError(
+                f"fp8 block scales need moe_intermediate_size / moe_tp = {mi // moe_tp} to be a multiple of "
+                f"{FP8_BLOCK} (vLLM refuses it too): use ep={dep.tp} (expert parallel) or a smaller tp"
+            )
+        changes.update(num_experts=e // ep, num_experts_per_tok=k // ep, moe_intermediate_size=mi // moe_tp)
+    return replace(model, **changes)
+
+
+def kv_replication(model: ModelConfig, tp: int) -> int:
+    """How many GPUs hold a copy of each KV head (1 while tp <= KV heads)."""
+    return max(1, tp // model.num_key_value_heads)
+
+
+# -- weights per GPU --------------------------------------------------------------------------------------------
+def _matrix_bytes(n: int, k: int, dtype: str) -> float:
+    """A [n, k] weight; fp8 adds one fp32 scale per 128x128 block."""
+    b = n * k * DTYPE_BYTES[dtype]
+    if dtype == "fp8":
+        b += math.ceil(n / FP8_BLOCK) * math.ceil(k / FP8_BLOCK) * 4.0
+    return b
+
+
+def layer_weight_bytes(model: ModelConfig, local: ModelConfig) -> float:
+    """One layer's weights on one GPU. Linear layers in the deployment's dtype; norms and the router stay bf16
+    (vLLM builds Qwen3-MoE's gate with quant_config=None); the router is replicated on every GPU."""
+    w, h, d = local.weight_dtype, local.hidden_size, local.head_dim
+    b = _matrix_bytes(local.q_dim, h, w) + 2 * _matrix_bytes(local.kv_dim, h, w) + _matrix_bytes(h, local.q_dim, w)
+    b += ACT * (2 * h + (2 * d if local.qk_norm else 0))
+    if model.is_moe:
+        mi = local.moe_intermediate_size
+        b += local.num_experts * (_matrix_bytes(2 * mi, h, w) + _matrix_bytes(h, mi, w))
+        b += ACT * h * model.num_experts
+    else:
+        i = local.intermediate_size
+        b += _matrix_bytes(2 * i, h, w) + _matrix_bytes(h, i, w)
+    return b
+
+
+def weight_bytes_per_gpu(model: ModelConfig, local: ModelConfig) -> float:
+    """All layers, plus the vocab-split embedding and lm_head (bf16, as the FP8 checkpoint keeps them) and the
+    final norm."""
+    tables = 1 if model.tie_word_embeddings else 2
+    return (
+        model.num_hidden_layers * layer_weight_bytes(model, local)
+        + tables * local.vocab_size * model.hidden_size * ACT
+        + ACT * model.hidden_size
+    )
+
+
+# -- activations of the profile run ------------------------------------------------------------------------------
+def activation_bytes(model: ModelConfig, local: ModelConfig, max_num_batched_tokens: int,
+                     max_num_seqs: int = MAX_NUM_SEQS) -> float:
+    """Peak of vLLM's profile_run: a dummy forward of max_num_batched_tokens, then the sampler on max_num_seqs.
+
+    The layer's peak is the MoE block: hidden and residual [T, h], the router logits [T, E] fp32 and fused_moe's
+    three caches (gate_up out [T, k, 2 mi], activated [T*k, mi], down out [T, k, h]; sized for the full top-k,
+    since an expert-parallel rank keeps the whole top-k and masks the experts it lacks). Attention's q/k/v are
+    freed by then. The sampler's logits are gathered over the whole vocabulary."""
+    t = max_num_batched_tokens
+    h = model.hidden_size
+    if model.is_moe:
+        tm = min(t, FUSED_MOE_CHUNK)
+        k, mi = model.num_experts_per_tok, local.moe_intermediate_size
+        mlp = tm * k * (2 * mi + mi + h) * ACT + t * model.num_experts * 4.0
+    else:
+        mlp = t * 3 * local.intermediate_size * ACT
+    attn = t * (local.q_dim + 2 * local.kv_dim + local.q_dim) * ACT
+    hidden = 2 * t * h * ACT  # hidden states and residual
+    layer = hidden + max(mlp, attn)
+    sampler = min(max_num_seqs, t) * model.vocab_size * 4.0 * SAMPLER_FP32_COPIES
+    # profile_run frees the forward's activations before _dummy_sampler_run(last_hidden_states)
+    # (vllm/v1/worker/gpu_model_runner.py): the peak is the larger of the two, not their sum
+    return max(layer, hidden + sampler)
+
+
+# -- placement ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Placement:
+    """What one GPU of the deployment holds, in bytes, and the KV cache that leaves (vLLM's startup log)."""
+
+    gpu: str
+    num_gpus: int
+    capacity_bytes: float
+    budget_bytes: float  # gpu_memory_utilization x capacity
+    weights_bytes: float
+    activation_bytes: float
+    cuda_graph_bytes: float
+    non_torch_bytes: float
+    kv_bytes_per_token: float  # all layers, as one token occupies this GPU's cache
+    kv_blocks: int
+    max_model_len: int
+    kv_replication: int
+
+    @property
+    def kv_cache_bytes(self) -> float:
+        return self.budget_bytes - self.weights_bytes - self.activation_bytes - self.cuda_graph_bytes - \
+            self.non_torch_bytes
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.kv_blocks * BLOCK_SIZE
+
+    @property
+    def max_concurrency(self) -> float:
+        return self.kv_tokens / self.max_model_len
+
+    def per_gpu(self) -> dict[str, float | int]:
+        """The figures of `layerscope plan --json` and of the deployment event, GiB rounded to 0.01."""
+        return {
+            "capacity_gib": _gib(self.capacity_bytes),
+            "weights_gib": _gib(self.weights_bytes),
+            "activation_gib": _gib(self.activation_bytes),
+            "cuda_graph_gib": _gib(self.cuda_graph_bytes),
+            "non_torch_gib": _gib(self.non_torch_bytes),
+            "kv_cache_gib": _gib(self.kv_cache_bytes),
+            "kv_tokens": self.kv_tokens,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "max_concurrency": round(self.max_concurrency, 2),
+        }
+
+    def log_lines(self) -> list[str]:
+        """The lines vLLM logs at startup for the same figures."""
+        return [
+            f"Model loading took {self.weights_bytes / GiB:.4f} GiB memory",
+            f"Available KV cache memory: {self.kv_cache_bytes / GiB:.2f} GiB",
+            f"GPU KV cache size: {self.kv_tokens:,} tokens",
+            f"Maximum concurrency for {self.max_model_len:,} tokens per request: {self.max_concurrency:.2f}x",
+        ]
+
+
+def _gib(b: float) -> float:
+    return round(b / GiB, 2)
+
+
+def place(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, max_num_batched_tokens: int = 8192,
+          max_num_seqs: int = MAX_NUM_SEQS) -> Placement:
+    """One GPU's memory; raises DeploymentError when the weights, or one max_model_len request, do not fit."""
+    local = shard(model, dep)
+    capacity = gpu.memory_bytes
+    budget = dep.gpu_memory_utilization * capacity
+    max_len = dep.max_model_len or model.max_position_embeddings
+    kv_per_token = local.kv_bytes_per_token(dep.kv_dtype)
+    p = Placement(
+        gpu=gpu.name,
+        num_gpus=dep.tp,
+        capacity_bytes=capacity,
+        budget_bytes=budget,
+        weights_bytes=weight_bytes_per_gpu(model, local),
+        activation_bytes=activation_bytes(model, local, max_num_batched_tokens, max_num_seqs),
+        cuda_graph_bytes=CUDA_GRAPH_GIB * GiB if dep.cuda_graphs and dep.cuda_graph_memory_profiled else 0.0,
+        non_torch_bytes=NON_TORCH_GIB[min(dep.tp, 2)] * GiB,
+        kv_bytes_per_token=kv_per_token,
+        kv_blocks=0,
+        max_model_len=max_len,
+        kv_replication=kv_replication(model, dep.tp),
+    )
+    if p.weights_bytes > budget:
+        raise DeploymentError(_too_big(model, gpu, dep, p.weights_bytes, max_num_batched_tokens))
+    if p.kv_cache_bytes <= 0:
+        raise DeploymentError(
+            f"{p.weights_bytes / GiB:.1f} GiB of weights, {p.activation_bytes / GiB:.1f} GiB of activations and "
+            f"{(p.cuda_graph_bytes + p.non_torch_bytes) / GiB:.1f} GiB of graphs and buffers leave no KV cache in "
+            f"{dep.gpu_memory_utilization:g} x {capacity / GiB:.1f} GiB per GPU on {gpu.name}: raise tp, "
+            "gpu_memory_utilization, or lower max_num_batched_tokens"
+        )
+    p = replace(p, kv_blocks=int(p.kv_cache_bytes // (BLOCK_SIZE * kv_per_token)))
+    if p.kv_tokens < max_len:  # vLLM refuses to start in this case (kv_cache_utils.check_enough_kv_cache_memory)
+        raise DeploymentError(
+            f"max_model_len {max_len} needs {max_len * kv_per_token / GiB:.2f} GiB of KV cache per GPU, more than "
+            f"the {p.kv_cache_bytes / GiB:.2f} GiB available ({p.kv_tokens} tokens): lower max_model_len or raise tp"
+        )
+    return p
+
+
+def _too_big(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, weights: float, tokens: int) -> str:
+    hint = []
+    for tp in (2, 4, 8):
+        if tp <= dep.tp or model.num_attention_heads % tp:
+            continue
+        try:
+            place(model, gpu, dep.model_copy(update={"tp": tp, "ep": 1}), tokens)
+        except DeploymentError:
+            continue
+        hint.append(f"tp>={tp}")
+        break
+    if dep.weight_dtype == "bf16":
+        try:
+            place(model, gpu, dep.model_copy(update={"weight_dtype": "fp8"}), tokens)
+            hint.append("weight_dtype=fp8")
+        except DeploymentError:
+            pass
+    advice = f": use {' or '.join(hint)}" if hint else ": it does not fit on one node of 8"
+    return (
+        f"weights need {weights / GiB:.1f} GiB per GPU at tp={dep.tp} in {dep.weight_dtype}; an {gpu.name} has "
+        f"{gpu.memory_bytes / GiB:.1f} GiB{advice}"
+    )
+
+
+# -- does it fit -------------------------------------------------------------------------------------------------
+def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec | None, free_hbm_gib: float | None,
+               serving: bool, max_num_batched_tokens: int, max_num_seqs: int) -> None:
+    """Raise DeploymentError (a ValueError: a validation error of the scenario) if the deployment cannot run."""
+    if dep is not None:
+        if runtime != "vllm":
+            raise DeploymentError("a deployment shards the real model: it needs runtime vllm")
+        place(model, gpu, dep, max_num_batched_tokens, max_num_seqs)
+    check_free_hbm(model, gpu, runtime, dep, free_hbm_gib, serving)
+
+
+def check_free_hbm(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec | None,
+                   free_hbm_gib: float | None, serving: bool) -> None:
+    """free_hbm_gib of a deployment, or of a serving run (whole-model times: one GPU at tp 1 when it names no
+    deployment), must fit beside the weights on that GPU: a pool the weights leave no room for is refused like
+    any deployment that does not fit, naming both figures. A one-request run without a deployment is a study
+    of one layer, and the article runtime the article's layer, not a vLLM deployment: both keep free_hbm_gib
+    as given."""
+    if free_hbm_gib is None or runtime != "vllm" or (dep is None and not serving):
+        return
+    dep = dep or DeploymentSpec()
+    weights = weight_bytes_per_gpu(model, shard(model, dep))
+    free = free_hbm_gib * GiB
+    if weights + free > gpu.memory_bytes:
+        where = f"{model.name} at tp={dep.tp} in {dep.weight_dtype}"
+        room = [tp for tp in (2, 4, 8) if tp > dep.tp and not model.num_attention_heads % tp
+                and weight_bytes_per_gpu(model, shard(model, dep.model_copy(update={"tp": tp, "ep": 1}))) + free
+                <= gpu.memory_bytes]
+        advice = f"use deployment.tp>={room[0]} or lower free_hbm_gib" if room else "lower free_hbm_gib"
+        raise DeploymentError(
+            f"free_hbm_gib {free_hbm_gib:g} GiB and {weights / GiB:.1f} GiB of weights per GPU ({where}) "
+            f"exceed the {gpu.memory_bytes / GiB:.1f} GiB of an {gpu.name}: {advice}"
+        )
