@@ -102,6 +102,18 @@ class PageFreeEvent(_Event):
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
 
 
+class PageCacheEvent(_Event):
+    """A finished or preempted request's blocks that stay in the prefix cache (serving runs, prefix caching on):
+    their owner becomes `prefix_cache`; other requests may still share them, or they wait, unused, to be hit
+    again or evicted (least recently freed first, `page_evict`)."""
+
+    kind: Literal["page_cache"] = "page_cache"
+    owner: str  # the request that lets go of them ("req<id>")
+    banks: list[int]
+    slots: list[int]
+    request_id: int
+
+
 class AllocFailEvent(_Event):
     """An allocation that could not be served; free memory may still look ample."""
 
@@ -294,6 +306,7 @@ Event = Annotated[
     | BanksEvent
     | PageAllocEvent
     | PageFreeEvent
+    | PageCacheEvent
     | AllocFailEvent
     | PageMigrateEvent
     | PageEvictEvent

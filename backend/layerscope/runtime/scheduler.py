@@ -107,6 +107,7 @@ class Scheduler:
         budget = self.max_num_batched_tokens
         bs, tables = self.kv.block_size, self.kv.req_to_blocks
         plain, plain_ctx = out.decodes.append, out.decode_context.append  # bound once: ~100 a step
+        caching = self.kv.prefix_caching
         decodes: list[Request] = []  # decodes that need a new block
         prefills: list[Request] = []
         for r in self.running:
@@ -116,6 +117,8 @@ class Scheduler:
                     plain(r)  # fits its last block: most steps
                     plain_ctx(c)
                     budget -= 1
+                    if caching and (c + 1) % bs == 0:  # its token fills the block: cached now, as allocate_slots
+                        self.kv.cache_blocks(r, c + 1)
                 else:
                     decodes.append(r)
             else:
@@ -180,6 +183,7 @@ class Scheduler:
             if alloc is None:
                 break  # no room: it waits (vLLM does not preempt for a waiting request)
             self.waiting.popleft()
+            self.kv.record_admission(req, cached)
             req.num_computed_tokens += cached
             req.status = RequestStatus.RUNNING
             self.running.append(req)
@@ -191,12 +195,9 @@ class Scheduler:
     def update_from_output(self, out: SchedulerOutput) -> StepResult:
         """The step ran: its tokens are computed; requests whose known tokens are all computed sample one."""
         res = StepResult()
-        caching = self.kv.prefix_caching
         for req in out.decodes:  # a decode's one token was its last known one: it samples the next
             req.num_computed_tokens += 1
             n = req.num_output_tokens = req.num_output_tokens + 1
-            if caching:
-                self.kv.cache_blocks(req)
             if n >= req.output_len:
                 self._finished(req, res)
         for s in out.allocated:
@@ -204,8 +205,6 @@ class Scheduler:
             req.num_computed_tokens += s.num_new_tokens
             known = req.input_len + req.num_output_tokens
             assert req.num_computed_tokens <= known, f"request {req.request_id} computed past its tokens"
-            if caching:
-                self.kv.cache_blocks(req)
             if req.num_computed_tokens < known:
                 continue  # a prefill chunk short of the prompt's end: no token yet
             req.num_output_tokens += 1

@@ -32,6 +32,7 @@ from layerscope.events import (
     MemoryEvent,
     NumericsEvent,
     PageAllocEvent,
+    PageCacheEvent,
     PageEvictEvent,
     PageFreeEvent,
     PageMigrateEvent,
@@ -370,6 +371,9 @@ class ServingEngine:
             if what == "evict":
                 self._emit(PageEvictEvent(t_us=t, owner=CACHE_OWNER, logical=list(range(len(where))), banks=banks,
                                           slots=slots, bytes=len(where) * self.kv.page_bytes))
+            elif what == "keep":
+                assert rid is not None, "kept blocks name the request that let go of them"
+                self._emit(PageCacheEvent(t_us=t, owner=f"req{rid}", banks=banks, slots=slots, request_id=rid))
             else:
                 self._emit(PageFreeEvent(t_us=t, owner=f"req{rid}", banks=banks, slots=slots, request_id=rid))
 
