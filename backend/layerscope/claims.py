@@ -39,8 +39,8 @@ from layerscope.events import (
     PageMigrateEvent,
 )
 from layerscope.model.config import preset
+from layerscope.result import SimResult
 from layerscope.scenario import ScenarioSpec
-from layerscope.tour import SimResultLike
 
 Kind = Literal["value", "at_most", "exact"]
 Scope = Literal["article", "run"]
@@ -86,7 +86,7 @@ ARTICLE_SETTING_TEXT = (
 
 
 @functools.lru_cache(maxsize=2)
-def article_run(allocator: str = "bank_aware") -> SimResultLike:
+def article_run(allocator: str = "bank_aware") -> SimResult:
     """The probe: the article's setting simulated once per process (about 0.1 s, bounded by ARTICLE_SETTING)."""
     from layerscope.runtime.engine import simulate  # the engine is heavy and imports this module's users
 
@@ -195,7 +195,7 @@ class _Step:
 class _Run:
     """Typed views of one run's events, computed once."""
 
-    def __init__(self, result: SimResultLike) -> None:
+    def __init__(self, result: SimResult) -> None:
         self.result = result
         self.spec = result.spec
         self.summary = result.summary
@@ -768,7 +768,7 @@ def _stage_share_rows(run: _Run) -> list[dict[str, Any]]:
     return rows
 
 
-def build_claims(result: SimResultLike, article: SimResultLike | None = None) -> list[dict[str, Any]]:
+def build_claims(result: SimResult, article: SimResult | None = None) -> list[dict[str, Any]]:
     """The claims table for one run: {id, claim, stated, simulated, run, unit, verdict, factor, setting,
     explanation, where, how, scope}. Article-scope claims are measured on `article` (default: the cached probe
     of ARTICLE_SETTING) and, beside it, on the run."""

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
-from layerscope.scenario import ScenarioSpec, TourCheck, TourStep
+from layerscope.result import SimResult
+from layerscope.scenario import TourCheck, TourStep
 
 Figure = float | int | bool | str | list[Any] | None
 
@@ -30,17 +31,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-class SimResultLike(Protocol):
-    """What tours, claims and the report read from a run (runtime.engine.SimResult satisfies it)."""
-
-    spec: ScenarioSpec
-    events: Sequence[Any]
-    topology: Any
-    summary: dict[str, Any]
-    compare: Any
-
-
-def _term(result: SimResultLike, term: str) -> Figure:
+def _term(result: SimResult, term: str) -> Figure:
     source, key = result, term
     if term.startswith("compare."):
         source, key = result.compare, term.removeprefix("compare.")
@@ -51,7 +42,7 @@ def _term(result: SimResultLike, term: str) -> Figure:
     return source.summary[key]
 
 
-def metric_value(result: SimResultLike, metric: str) -> Figure:
+def metric_value(result: SimResult, metric: str) -> Figure:
     """The value a tour metric names; raises KeyError naming the metric when the run lacks it."""
     num, sep, den = metric.partition("/")
     top = _term(result, num.strip())
@@ -94,7 +85,7 @@ def _event_name_fields(event: Any) -> list[str]:
     return out
 
 
-def matching_events(result: SimResultLike, at_event: str) -> list[Any]:
+def matching_events(result: SimResult, at_event: str) -> list[Any]:
     """The events 'kind' or 'kind:name' matches; 'compare.kind:name' looks in the compare run (on its own clock,
     which the dashboard draws on the same axis from 0)."""
     if at_event.startswith("compare."):
@@ -105,13 +96,13 @@ def matching_events(result: SimResultLike, at_event: str) -> list[Any]:
     return [e for e in result.events if e.kind == kind and (not name or name in _event_name_fields(e))]
 
 
-def event_time(result: SimResultLike, at_event: str) -> float | None:
+def event_time(result: SimResult, at_event: str) -> float | None:
     """Simulated time of the first event matching 'kind' or 'kind:name'; None when nothing matches."""
     found = matching_events(result, at_event)
     return float(found[0].t_us) if found else None
 
 
-def _picked(result: SimResultLike, step: TourStep) -> Any:
+def _picked(result: SimResult, step: TourStep) -> Any:
     """The event a step pauses at: the first match, the at_nth-th, or the one with the largest at_max field."""
     assert step.at_event is not None
     found = matching_events(result, step.at_event)
@@ -122,7 +113,7 @@ def _picked(result: SimResultLike, step: TourStep) -> Any:
     return found[i] if -len(found) <= i < len(found) else None
 
 
-def step_time(result: SimResultLike, step: TourStep) -> float | None:
+def step_time(result: SimResult, step: TourStep) -> float | None:
     """When the dashboard pauses for this step: at_us, else the picked event's time, else None (no moment)."""
     if step.at_us is not None:
         return step.at_us
@@ -132,7 +123,7 @@ def step_time(result: SimResultLike, step: TourStep) -> float | None:
     return None
 
 
-def run_end_us(result: SimResultLike) -> float:
+def run_end_us(result: SimResult) -> float:
     """The end of the run on its own clock: its last event, or the end of its last kernel."""
     end = 0.0
     for e in result.events:
@@ -140,7 +131,7 @@ def run_end_us(result: SimResultLike) -> float:
     return end
 
 
-def shown_panels(result: SimResultLike) -> set[str]:
+def shown_panels(result: SimResult) -> set[str]:
     """The dashboard's panels this run shows (frontend/static/js/main.js collapsePanels and showServing): the
     decode-latency panel only where a run has decode steps, the serving panels for a workload of more than one
     request, the deployment card for a deployment, the sweep panel for those and where the scenario names a sweep
@@ -164,7 +155,7 @@ def shown_panels(result: SimResultLike) -> set[str]:
     return shown
 
 
-def tour_problems(result: SimResultLike) -> list[list[str]]:
+def tour_problems(result: SimResult) -> list[list[str]]:
     """Per step, what keeps the dashboard from landing it: a highlight of a panel the run does not show, no
     moment, a moment earlier than the step before, two steps at one moment."""
     shown = shown_panels(result)
@@ -186,14 +177,14 @@ def tour_problems(result: SimResultLike) -> list[list[str]]:
     return out
 
 
-def zoom_window(result: SimResultLike, step: TourStep, t: float | None) -> list[float] | None:
+def zoom_window(result: SimResult, step: TourStep, t: float | None) -> list[float] | None:
     """[x0, x1] of the step's zoom around its moment, clamped to the run; None for the whole run."""
     if step.zoom is None or t is None:
         return None
     return [max(0.0, t - step.zoom.before_us), min(max(run_end_us(result), t), t + step.zoom.after_us)]
 
 
-def tour_results(result: SimResultLike) -> list[dict[str, Any]]:
+def tour_results(result: SimResult) -> list[dict[str, Any]]:
     """One row per tour step: {step, title, metric, op, expected, actual, passed, t_us, zoom, error}.
 
     A step passes when its check holds and the dashboard can land it (tour_problems finds nothing)."""

@@ -108,6 +108,7 @@ class FakeServingResult:
     summary: dict[str, Any]
     compare: Any = None
     claims: list[dict[str, Any]] = field(default_factory=list)
+    clock: str = "model"  # a serving run: steps a whole-model step apart (layerscope.result.SimResult.clock)
 
 
 def _kernel(t: float, name: str, kind: str, dur: float, stream: str = "compute") -> ev.KernelEvent:

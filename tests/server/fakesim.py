@@ -20,6 +20,7 @@ class FakeResult:
     summary: dict[str, Any]
     compare: FakeResult | None = None
     claims: list[dict[str, Any]] = field(default_factory=list)
+    clock: str = "layer"  # one request through one layer (layerscope.result.SimResult.clock)
 
 
 def topology(spec: ScenarioSpec) -> ev.Topology:

@@ -38,10 +38,11 @@ from layerscope.events import (
     StepEvent,
 )
 from layerscope.export.palette import palette
+from layerscope.result import SimResult
 from layerscope.runtime.deployment import scenario_placement
 from layerscope.runtime.metrics import ServingMetrics
 from layerscope.server.overview import main_label
-from layerscope.tour import SimResultLike, format_value, tour_results
+from layerscope.tour import format_value, tour_results
 
 GIB = 1024**3
 MAX_TIMELINE_KERNELS = 3000  # keeps the file small; decode steps are sampled evenly beyond this
@@ -75,7 +76,7 @@ def _kernels_for_timeline(kernels: list[KernelEvent]) -> tuple[list[KernelEvent]
     return other + [k for k in kernels if k.step in keep and k.phase == "decode"], stride
 
 
-def timeline_figure(result: SimResultLike) -> go.Figure:
+def timeline_figure(result: SimResult) -> go.Figure:
     kernels, stride = _kernels_for_timeline([e for e in result.events if isinstance(e, KernelEvent)])
     fig = go.Figure()
     for stage in dict.fromkeys(k.stage for k in kernels):
@@ -105,7 +106,7 @@ def _kernel_hover(k: KernelEvent) -> str:
     )
 
 
-def memory_figure(result: SimResultLike) -> go.Figure | None:
+def memory_figure(result: SimResult) -> go.Figure | None:
     if not any(isinstance(e, MemoryEvent) for e in result.events):
         return None
     fig = go.Figure()
@@ -124,7 +125,7 @@ def memory_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
-def latency_figure(result: SimResultLike) -> go.Figure | None:
+def latency_figure(result: SimResult) -> go.Figure | None:
     if not any(isinstance(e, DecodeStepEvent) for _, run in _runs(result) for e in run.events):
         return None
     fig = go.Figure()
@@ -157,7 +158,7 @@ def _quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))]
 
 
-def stages_figure(result: SimResultLike) -> go.Figure:
+def stages_figure(result: SimResult) -> go.Figure:
     kernels = [e for e in result.events if isinstance(e, KernelEvent)]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill (one layer)", "decode (one layer, per step)"))
     for col, phase in ((1, "prefill"), (2, "decode")):
@@ -180,7 +181,7 @@ def _stage_hover(ks: list[KernelEvent]) -> str:
 
 
 # -- the bank map ------------------------------------------------------------------------------------
-def key_moments(result: SimResultLike) -> list[tuple[str, float]]:
+def key_moments(result: SimResult) -> list[tuple[str, float]]:
     """(label, t_us): after prefill, mid-decode, end of run."""
     ev = result.events
     end = max((e.t_us for e in ev), default=0.0)
@@ -231,7 +232,7 @@ def _bin_columns(grid: list[list[int]], max_cols: int) -> tuple[list[list[int]],
     return [[max(row[i : i + width]) for i in range(0, cols, width)] for row in grid], width
 
 
-def banks_figure(result: SimResultLike) -> go.Figure | None:
+def banks_figure(result: SimResult) -> go.Figure | None:
     ev = result.events
     snaps = [e for e in ev if isinstance(e, BanksEvent)]
     pages = [e for e in ev if isinstance(e, PageAllocEvent | PageFreeEvent | PageEvictEvent | PageMigrateEvent)]
@@ -265,7 +266,7 @@ def _slots(e: Any) -> list[int]:
     return list(e.slots) or [0]
 
 
-def experts_figure(result: SimResultLike) -> go.Figure | None:
+def experts_figure(result: SimResult) -> go.Figure | None:
     ex = [e for e in result.events if isinstance(e, ExpertsEvent)]
     if not ex:
         return None
@@ -279,7 +280,7 @@ def experts_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
-def numerics_figure(result: SimResultLike) -> go.Figure | None:
+def numerics_figure(result: SimResult) -> go.Figure | None:
     """Relative error of the scaled numpy layer against its clean reference, with fault events marked."""
     nums = [e for e in result.events if isinstance(e, NumericsEvent)]
     if not nums:
@@ -306,17 +307,17 @@ LANE_COLOURS = {"waiting": _P["cell"]["tenant"], "prefill": _P["phase"]["prefill
 MAX_LANES = 256  # request rows drawn; a longer run shows its first 256 requests (the file stays small)
 
 
-def _serving_runs(result: SimResultLike) -> list[tuple[int, str, SimResultLike]]:
+def _serving_runs(result: SimResult) -> list[tuple[int, str, SimResult]]:
     return [(i, label, run) for i, (label, run) in enumerate(_runs(result))
             if any(isinstance(e, StepEvent) for e in run.events)]
 
 
-def _one_row_per_run(runs: list[tuple[int, str, SimResultLike]]) -> go.Figure:
+def _one_row_per_run(runs: list[tuple[int, str, SimResult]]) -> go.Figure:
     return make_subplots(rows=len(runs), cols=1, subplot_titles=[f"run {'AB'[i]}: {label}" for i, label, _ in runs],
                          vertical_spacing=0.14)
 
 
-def requests_figure(result: SimResultLike) -> go.Figure | None:
+def requests_figure(result: SimResult) -> go.Figure | None:
     """One row per request and run: waiting (arrival to admission), prefill (to the first token), decode (to
     finished), and its preemptions, in whole-model seconds."""
     runs = _serving_runs(result)
@@ -360,7 +361,7 @@ def requests_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
-def stepmix_figure(result: SimResultLike) -> go.Figure | None:
+def stepmix_figure(result: SimResult) -> go.Figure | None:
     """Per engine step: prefill tokens stacked on decode tokens against the token budget, per run."""
     runs = _serving_runs(result)
     if not runs:
@@ -389,7 +390,7 @@ def latency_samples(events: Sequence[Any]) -> dict[str, list[float]]:
     return {name.upper(): list(samples[name]) for name in ("ttft", "tpot", "itl")}
 
 
-def latency_dist_figure(result: SimResultLike) -> go.Figure | None:
+def latency_dist_figure(result: SimResult) -> go.Figure | None:
     """Histograms of TTFT, TPOT and ITL per run, p50 and p99 marked, the SLA on TPOT and ITL."""
     runs = _serving_runs(result)
     if not runs:
@@ -415,7 +416,7 @@ def latency_dist_figure(result: SimResultLike) -> go.Figure | None:
     return fig
 
 
-def _deployment_html(result: SimResultLike) -> str:
+def _deployment_html(result: SimResult) -> str:
     """Per run: what one GPU holds and the KV cache that leaves, as vLLM's startup log prints it."""
     parts = []
     for i, (label, run) in enumerate(_runs(result)):
@@ -431,7 +432,7 @@ def _deployment_html(result: SimResultLike) -> str:
     return "".join(parts)
 
 
-def figures(result: SimResultLike) -> list[tuple[str, str, go.Figure]]:
+def figures(result: SimResult) -> list[tuple[str, str, go.Figure]]:
     """(id, caption, figure) in report order; figures a run cannot show (no events of theirs) are left out."""
     candidates: list[tuple[str, str, Any]] = [
         ("requests", "Each request's wait, prefill and decode, and its preemptions.", requests_figure),
@@ -454,7 +455,7 @@ def figures(result: SimResultLike) -> list[tuple[str, str, go.Figure]]:
 
 
 # -- helpers -------------------------------------------------------------------------------------------
-def _runs(result: SimResultLike) -> list[tuple[str, SimResultLike]]:
+def _runs(result: SimResult) -> list[tuple[str, SimResult]]:
     """(label, run) for the run and its compare run; the main run is labelled by the settings the pair varies."""
     spec = result.spec
     if result.compare is None or spec.compare is None:
@@ -474,7 +475,7 @@ def _cell(v: Any) -> str:
     return html.escape(format_value(v))
 
 
-def _settings_html(result: SimResultLike) -> str:
+def _settings_html(result: SimResult) -> str:
     data = result.spec.model_dump(exclude={"tour", "description", "title"})
     rows = [(k, v if not isinstance(v, list | dict) else str(v)) for k, v in data.items()]
     compare = ""
@@ -485,14 +486,14 @@ def _settings_html(result: SimResultLike) -> str:
     return _table(("setting", "value"), rows, "settings") + compare
 
 
-def _summary_html(result: SimResultLike) -> str:
+def _summary_html(result: SimResult) -> str:
     runs = _runs(result)
     keys = list(dict.fromkeys(k for _, r in runs for k in r.summary))
     header = ["figure", *(label for label, _ in runs)]
     return _table(header, ([k, *(r.summary.get(k) for _, r in runs)] for k in keys), "summary")
 
 
-def _tour_html(result: SimResultLike) -> str:
+def _tour_html(result: SimResult) -> str:
     if not result.spec.tour:
         return "<p>This scenario has no guided tour.</p>"
     items = []
@@ -517,7 +518,7 @@ def _tour_html(result: SimResultLike) -> str:
     return "<ol class=tour>" + "".join(items) + "</ol>"
 
 
-def _claims_html(result: SimResultLike) -> str:
+def _claims_html(result: SimResult) -> str:
     """The claims that concern the run, the rest folded under a <details> (as the dashboard's panel), after a
     serving run's SLO figures."""
     rows = build_claims(result)
@@ -546,7 +547,7 @@ def _claims_html(result: SimResultLike) -> str:
 SLO = (("ttft", "TTFT", False), ("tpot", "TPOT", True), ("itl", "ITL", True))
 
 
-def _slo_html(result: SimResultLike) -> str:
+def _slo_html(result: SimResult) -> str:
     """A serving run's TTFT, TPOT and ITL p50 / p99 (ms, whole model) of each run against sla_ms (TPOT, ITL)."""
     runs = [(label, run) for label, run in _runs(result) if "median_ttft_ms" in run.summary]
     if not runs:
@@ -573,7 +574,7 @@ tr.na td:nth-child(5){color:#777} .tour li{margin-bottom:1em} .tour h3{margin:.2
 """
 
 
-def _sizes_note(result: SimResultLike) -> str:
+def _sizes_note(result: SimResult) -> str:
     s = result.spec
     numerics = (
         f"numeric errors come from the numpy layer run at the scaled size {s.numerics_model}"
@@ -586,7 +587,7 @@ def _sizes_note(result: SimResultLike) -> str:
     )
 
 
-def build_report(result: SimResultLike) -> str:
+def build_report(result: SimResult) -> str:
     """One self-contained HTML document for a run (and its compare run, if any)."""
     spec = result.spec
     plotly_js = get_plotlyjs().replace("</script", "<\\/script")

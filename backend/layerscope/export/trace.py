@@ -1,13 +1,14 @@
 """Chrome / Perfetto trace JSON from a simulation: open it at ui.perfetto.dev (or chrome://tracing).
 
-    pid 1 "A: <scenario> (one layer, simulated µs)"
+    pid 1 "A: <scenario>"  (times on the run's clock: one layer or the whole model, simulated µs)
       tid per stream        ph "X"  kernels (ts = start_us, dur = dur_us), args: stage, bytes, bound, ...
       tid "events"          ph "i"  migrations, evictions, allocation failures, faults, phases (instants)
     counters (ph "C")       HBM used (GiB), bank occupancy (pages per bank), decode step latency (µs)
     ph "M"                  process and thread names, thread order
     pid 2 "B: <compare label> (...)"   the same for the compare run of a comparison preset (its own clock from 0)
 
-Times are the simulator's: one decoder layer's simulated time in microseconds, at full model size.
+Times are the simulator's, in microseconds at full model size, on the run's clock (SimResult.clock): one
+decoder layer's simulated time for a one-request run, the whole model's for a serving run.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from layerscope.runtime.chunks import GIB
 
 PID = 1  # run A; the compare run (B) is PID + 1
 STREAM_ORDER = ("compute", "decode_fused", "copy")
+CLOCK_NAMES = {"layer": "one decoder layer, simulated microseconds",  # SimResult.clock: what ts counts
+               "model": "the whole model (a client's clock), simulated microseconds"}
 
 
 def to_perfetto(result: Any) -> dict[str, Any]:
-    """The trace as a dict ({"traceEvents": [...], ...}); `result` is a runtime.engine.SimResult. A comparison's
+    """The trace as a dict ({"traceEvents": [...], ...}); `result` is a layerscope.result.SimResult. A comparison's
     compare run is a second process (B) beside the main run (A), each on its own clock from 0."""
     out = _run_events(result, PID, f"A: {result.spec.name}")
     compare = getattr(result, "compare", None)
@@ -30,7 +33,7 @@ def to_perfetto(result: Any) -> dict[str, Any]:
         label = result.spec.compare.label if result.spec.compare is not None else compare.spec.name
         out += _run_events(compare, PID + 1, f"B: {label}")
     other: dict[str, Any] = {"scenario": result.spec.name, "model": result.spec.model, "runtime": result.spec.runtime,
-                             "gpu": result.spec.gpu, "clock": "one decoder layer, simulated microseconds"}
+                             "gpu": result.spec.gpu, "clock": CLOCK_NAMES[result.clock]}
     if compare is not None:
         other["compare"] = {"pid": PID + 1, "model": compare.spec.model, "runtime": compare.spec.runtime,
                             "gpu": compare.spec.gpu}

@@ -37,11 +37,11 @@ from layerscope.events import (
     PageMigrateEvent,
     PhaseEvent,
     SummaryEvent,
-    Topology,
 )
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu as gpu_preset
 from layerscope.model.config import DTYPE_BYTES, PRESETS, ModelConfig
+from layerscope.result import SimResult
 from layerscope.runtime import actions
 from layerscope.runtime.actions import PoolActions
 from layerscope.runtime.blas import single_threaded_blas
@@ -68,15 +68,6 @@ from layerscope.scenario import ActionSpec, ScenarioSpec
 # A stale address-map entry: the kernel finds the wrong chunk epoch on the page, re-walks the page table and
 # re-reads the page, serialized (assumed one HBM round trip plus a page-table walk, ~1 us).
 STALE_RETRY_US = 1.0
-
-
-@dataclass
-class SimResult:
-    spec: ScenarioSpec
-    events: list[Any]
-    topology: Topology
-    summary: dict[str, float | int | bool | str]
-    compare: SimResult | None = None
 
 
 Check = Callable[[int], None]  # called every few steps with the events made so far; raises to stop the run
@@ -108,7 +99,7 @@ def _run(spec: ScenarioSpec, progress: Callable[[float], None] | None, check: Ch
     events, summary = ServingEngine(spec, progress, check, summary_only).run()
     plan, model = deployed(spec)
     topology = plan.topology(model, CostModel(gpu_preset(spec.gpu)))
-    return SimResult(spec=spec, events=events, topology=topology, summary=summary)
+    return SimResult(spec=spec, events=events, topology=topology, summary=summary, clock="model")
 
 
 @dataclass
@@ -212,7 +203,7 @@ class _Engine:
         self._emit(SummaryEvent(t_us=self.t, figures=summary))
         events = sorted(self.events, key=lambda e: e.t_us)  # stable: emission order breaks ties
         topology = self.plan.topology(self.model, self.cost_model)
-        return SimResult(spec=spec, events=events, topology=topology, summary=summary)
+        return SimResult(spec=spec, events=events, topology=topology, summary=summary, clock="layer")
 
     def _emit(self, event: Any) -> None:
         self.events.append(event)

@@ -12,73 +12,19 @@
 ArticleScheduler keeps the article's chunk scheduler: decodes unbudgeted, then one prefill chunk of the
 oldest request still in prefill, of chunk_size (low_mem_chunk_size below the free-HBM threshold).
 
-A step's output keeps its commonest entry apart: a running decode whose token fits its last block (no
-allocation; most of a serving run's request-steps) is a request and its context in two parallel lists, not a
-ScheduledSeq, so a step of a hundred decodes builds no per-request objects. The step's order is: those
-decodes (running order), then the sequences that allocated (decodes needing a block, prefill chunks, admitted).
+The hand-off types (SchedulerOutput, ScheduledSeq, StepResult) and the interface both schedulers implement are in
+sched_interface.py.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from layerscope.runtime.chunks import ChunkScheduler
 from layerscope.runtime.kv.cache_manager import Allocation, KVCacheManager
 from layerscope.runtime.request import Request, RequestStatus
-
-
-@dataclass(slots=True)
-class ScheduledSeq:
-    request: Request
-    num_new_tokens: int
-    num_context_tokens: int  # tokens whose KV is cached before this step (prefix hits included)
-    num_cached_tokens: int = 0  # of those, found in the prefix cache this step
-    allocation: Allocation | None = None
-
-
-@dataclass
-class SchedulerOutput:
-    decodes: list[Request] = field(default_factory=list)  # one token each, fitting their last block
-    decode_context: list[int] = field(default_factory=list)  # their computed tokens, parallel to decodes
-    allocated: list[ScheduledSeq] = field(default_factory=list)  # the seqs that called allocate_slots, after them
-    preempted: list[Request] = field(default_factory=list)
-    admitted: list[Request] = field(default_factory=list)  # scheduled from waiting this step
-    token_budget: int = 0
-
-    @property
-    def num_seqs(self) -> int:
-        return len(self.decodes) + len(self.allocated)
-
-    @property
-    def num_tokens(self) -> int:
-        return len(self.decodes) + sum(s.num_new_tokens for s in self.allocated)
-
-    @property
-    def seqs(self) -> list[ScheduledSeq]:
-        """Every sequence of the step, in step order (built on demand: the engine's hot path reads the lists)."""
-        return [ScheduledSeq(r, 1, c) for r, c in zip(self.decodes, self.decode_context, strict=True)] + self.allocated
-
-    def batch(self) -> list[tuple[int, int]]:
-        """(num_new_tokens, num_context_tokens) per sequence, in step order: what RuntimePlan.step_kernels takes."""
-        rest = [(s.num_new_tokens, s.num_context_tokens) for s in self.allocated]
-        return [(1, c) for c in self.decode_context] + rest
-
-    def request_ids(self) -> list[int]:
-        return [r.request_id for r in self.decodes] + [s.request.request_id for s in self.allocated]
-
-    def tokens_per_seq(self) -> list[int]:
-        return [1] * len(self.decodes) + [s.num_new_tokens for s in self.allocated]
-
-
-@dataclass
-class StepResult:
-    """What a finished step produced (every request whose known tokens are all computed sampled one token)."""
-
-    first_token: list[Request] = field(default_factory=list)
-    finished: list[Request] = field(default_factory=list)
-    sampled: list[Request] = field(default_factory=list)  # of the seqs that allocated (every plain decode samples)
+from layerscope.runtime.sched_interface import ScheduledSeq, SchedulerOutput, StepResult
 
 
 class Scheduler:
@@ -195,7 +141,8 @@ class Scheduler:
     def update_from_output(self, out: SchedulerOutput) -> StepResult:
         """The step ran: its tokens are computed; requests whose known tokens are all computed sample one."""
         res = StepResult()
-        for req in out.decodes:  # a decode's one token was its last known one: it samples the next
+        res.sampled.extend(out.decodes)  # a decode's one token was its last known one: it samples the next
+        for req in out.decodes:
             req.num_computed_tokens += 1
             n = req.num_output_tokens = req.num_output_tokens + 1
             if n >= req.output_len:

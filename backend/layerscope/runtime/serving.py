@@ -61,7 +61,8 @@ from layerscope.runtime.metrics import ServingMetrics, serving_metrics
 from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.request import Request
 from layerscope.runtime.routing import scenario_traffic
-from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SchedulerOutput, StepResult
+from layerscope.runtime.sched_interface import SchedulerInterface, SchedulerOutput, StepResult
+from layerscope.runtime.scheduler import ArticleScheduler, Scheduler
 from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.sharded import ShardedRuntime, deployed
 from layerscope.runtime.timing import COPY, Timing, default_costs
@@ -130,7 +131,7 @@ class ServingEngine:
         self.allocator_name = allocator.name
         self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
         s = spec.scheduler
-        self.scheduler: Scheduler = (
+        self.scheduler: SchedulerInterface = (
             ArticleScheduler(self.cache, self.chunks, s.max_num_seqs, self._free_bytes)
             if spec.runtime == "article"
             else Scheduler(self.cache, s.max_num_batched_tokens, s.max_num_seqs)
@@ -279,11 +280,7 @@ class ServingEngine:
         # whole-model kernels in the plan (scope "model": the article's embedding lookup) are paid once per step
         model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
         model_us = (layer_us - model_scope_us) * self.model.num_hidden_layers + model_scope_us + outside_us + once_us
-        if metrics is not None:  # every plain decode samples a token at the step's end (the rest: _finish)
-            end = t + model_us
-            for r in out.decodes:
-                r.token_us.append(end)
-        else:
+        if metrics is None:  # a summary-only run's token times are taken from the step's result (_finish)
             self._step_event(out, i, t, layer_us, model_us, batch, prefill, decode, num_tokens)
         st = self.stats
         st.num_steps += 1
@@ -346,7 +343,7 @@ class ServingEngine:
         return c.time_us
 
     def _finish(self, res: StepResult, t_end: float, slots: list[float]) -> None:
-        if self.metrics is not None:  # a first token is one of the token times
+        if self.metrics is not None:  # every token sampled, the first included, is one of the token times
             for req in res.sampled:
                 req.token_us.append(t_end)
             for req in res.finished:

@@ -145,9 +145,9 @@ def run_overview(result: Any, role: str, label: str) -> dict[str, Any]:
 
 
 def clock(result: Any) -> str:
-    """What the run's event clock counts: "model" when the serving engine spaces its steps a whole-model step
-    apart (runtime/serving.py: a client's clock), "layer" when events are one decoder layer's simulated time."""
-    return "model" if getattr(result.spec, "workload", None) is not None else "layer"
+    """What the run's event clock counts, as the engine states it (layerscope.result.SimResult.clock): "model" for
+    a whole-model step apart (a serving run: a client's clock), "layer" for one decoder layer's simulated time."""
+    return str(result.clock)
 
 
 def overview(result: Any, num_layers: int) -> dict[str, Any]:

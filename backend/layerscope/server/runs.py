@@ -20,12 +20,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
-from layerscope.events import MERGEABLE_KINDS, Topology
+from layerscope.events import MERGEABLE_KINDS
 from layerscope.protocol import StreamedKernel
+from layerscope.result import SimResult, run_clock
 from layerscope.runtime.budget import Cancelled, RunBudget
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.overview import overview
@@ -35,20 +36,10 @@ MAX_COMPARE_POINTS = 2000  # decode latencies of the compare run sent with `load
 TRIM_DELAY_S = 1.0  # after a viewer leaves, before its run's memory is collected: its session is gone by then
 
 
-class SimResultLike(Protocol):
-    """What runtime.engine.simulate returns (duck-typed so tests can pass a small fake)."""
-
-    spec: ScenarioSpec
-    events: list[BaseModel]
-    topology: Topology
-    summary: dict[str, Any]
-    compare: Any
+Simulate = Callable[..., SimResult]  # (spec) or (spec, check=...): see RunCache
 
 
-Simulate = Callable[..., SimResultLike]  # (spec) or (spec, check=...): see RunCache
-
-
-def default_simulate(spec: ScenarioSpec, check: Callable[[int], None] | None = None) -> SimResultLike:
+def default_simulate(spec: ScenarioSpec, check: Callable[[int], None] | None = None) -> SimResult:
     from layerscope.runtime.engine import simulate  # imported late: the engine is heavy and optional for tests
 
     return simulate(spec, check=check)
@@ -102,7 +93,7 @@ def _streamed_fields(model: type[BaseModel]) -> tuple[str, ...]:
     return tuple(f for f in model.model_fields if f in STREAMED_KERNEL_FIELDS)
 
 
-def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
+def claims_of(result: SimResult) -> list[dict[str, Any]]:
     """The claims table: the result's own if it carries one, else computed by layerscope.claims."""
     own = getattr(result, "claims", None)
     if own is not None:
@@ -116,7 +107,7 @@ def claims_of(result: SimResultLike) -> list[dict[str, Any]]:
         return []
 
 
-def tour_of(result: SimResultLike) -> list[dict[str, Any]]:
+def tour_of(result: SimResult) -> list[dict[str, Any]]:
     """Each tour step's claim checked against this run (the tour panel marks it passed or failed)."""
     from layerscope.tour import tour_results
 
@@ -190,7 +181,7 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
 OVERVIEW_ONLY = frozenset({"page_alloc", "page_free", "page_migrate", "page_evict", "request", "step"})
 
 
-def streamed_events(result: SimResultLike) -> list[EncodedEvent]:
+def streamed_events(result: SimResult) -> list[EncodedEvent]:
     """The events frames carry, sorted by time (stably: ties keep the run's order): all but OVERVIEW_ONLY, kernels
     slim (`row` counts kernels in the run's order, as the overview's table lists them)."""
     out: list[EncodedEvent] = []
@@ -204,7 +195,7 @@ def streamed_events(result: SimResultLike) -> list[EncodedEvent]:
     return sorted(out, key=lambda e: e["t_us"])
 
 
-def prepare(result: SimResultLike) -> PreparedRun:
+def prepare(result: SimResult) -> PreparedRun:
     events = streamed_events(result)
     duration = max((_end_us(e) for e in result.events), default=0.0)
     claims = claims_of(result)
@@ -231,17 +222,6 @@ def _num_layers(spec: ScenarioSpec) -> int:
 
     cfg = PRESETS.get(spec.model)
     return int(cfg.num_hidden_layers) if cfg is not None else 1
-
-
-@dataclass
-class _Recorded:
-    """A recorded run in the shape of the engine's result (no compare run: a recording holds one run)."""
-
-    spec: ScenarioSpec
-    events: list[BaseModel]
-    topology: Topology
-    summary: dict[str, Any]
-    compare: Any = None
 
 
 class ReplayError(ValueError):
@@ -284,7 +264,7 @@ def replay_run(spec: ScenarioSpec, events: list[BaseModel]) -> PreparedRun:
 
     summary = next((dict(e.figures) for e in reversed(events) if isinstance(e, SummaryEvent)), {})
     topology = get_runtime(spec.runtime).topology(PRESETS[spec.model], CostModel(gpu(spec.gpu)))
-    return prepare(_Recorded(spec=spec, events=list(events), topology=topology, summary=summary))
+    return prepare(SimResult(spec=spec, events=list(events), topology=topology, summary=summary, clock=run_clock(spec)))
 
 
 def settle_heap(collect: bool) -> None:

@@ -1,0 +1,45 @@
+"""The scheduler's hand-off: every scheduler is a SchedulerInterface; StepResult names every token sampled."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from layerscope.runtime.chunks import ChunkScheduler
+from layerscope.runtime.kv.block_pool import BlockPool
+from layerscope.runtime.kv.cache_manager import KVCacheManager
+from layerscope.runtime.kv.free_queue import FreeQueueAllocator
+from layerscope.runtime.request import Request
+from layerscope.runtime.sched_interface import SchedulerInterface
+from layerscope.runtime.scheduler import ArticleScheduler, Scheduler
+
+
+def _cache() -> KVCacheManager:
+    return KVCacheManager(FreeQueueAllocator(BlockPool(1, 64)), 16, False)
+
+
+def _schedulers() -> list[SchedulerInterface]:
+    chunks = ChunkScheduler(32, 16, 0.0, 16)
+    return [Scheduler(_cache(), 64, 4), ArticleScheduler(_cache(), chunks, 4, lambda: 1e12)]
+
+
+def test_each_step_samples_exactly_the_requests_whose_known_tokens_it_computed() -> None:
+    for sched in _schedulers():
+        reqs = [Request(i, 0.0, 40, 3, np.arange(43, dtype=np.int32) + 100 * i) for i in range(2)]
+        for r in reqs:
+            sched.add_request(r)
+        tokens: dict[int, int] = {0: 0, 1: 0}
+        steps = 0
+        while sched.has_unfinished():
+            out = sched.schedule()
+            before = {r.request_id: r.num_output_tokens for r in reqs}
+            res = sched.update_from_output(out)
+            grew = {r.request_id for r in reqs if r.num_output_tokens > before[r.request_id]}
+            assert set(res.num_sampled()) == grew, type(sched).__name__
+            for rid, n in res.num_sampled().items():
+                tokens[rid] += n
+            ids = set(res.num_sampled())
+            assert {r.request_id for r in res.first_token + res.finished} <= ids
+            steps += 1
+            assert steps < 100
+        assert tokens == {0: 3, 1: 3}, type(sched).__name__
+        assert sched.num_unfinished() == 0
