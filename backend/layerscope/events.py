@@ -179,7 +179,8 @@ class RequestEvent(_Event):
 
     kind: Literal["request"] = "request"
     request_id: int
-    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished"]
+    # rejected: longer than max_model_len, answered with vLLM's 400 when it arrives (it never runs)
+    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished", "rejected"]
     input_len: int
     output_len: int
     num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)
@@ -288,6 +289,11 @@ class DeploymentEvent(_Event):
     cuda_graph_memory_profiled: bool
     max_model_len: int
     per_gpu: DeploymentPerGpu
+    # the engine's scheduler limits (vLLM's defaults for `vllm serve` on this GPU unless the scenario sets them)
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefix_caching: bool
+    scheduler_source: str  # where the two limits come from
 
 
 class RunEvent(_Event):

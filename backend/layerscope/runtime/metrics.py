@@ -43,6 +43,7 @@ class ServingMetrics:
         # token (input + tokens so far), its token times]
         self.state: dict[int, list[Any]] = {}
         self.preemptions = 0
+        self.failed = 0  # rejected by the server (longer than max_model_len): vllm bench serve's failed requests
 
     def arrive(self, rid: int, t_us: float, input_len: int, output_len: int,
                token_us: list[float] | None = None, frontend_us: float = 0.0) -> None:
@@ -69,6 +70,10 @@ class ServingMetrics:
                 s[2].append(end_us)
                 s[1] = c + 1
 
+    def rejected(self, rid: int) -> None:
+        del rid  # it never runs: no token, no finish
+        self.failed += 1
+
     def finished(self, rid: int, t_us: float) -> None:
         self.reqs[rid].finished_us = t_us
 
@@ -86,6 +91,8 @@ class ServingMetrics:
                     self.computed(e.request_id, e.num_computed_tokens, what == "preempted")
                 elif what == "finished":
                     self.finished(e.request_id, e.t_us)
+                elif what == "rejected":
+                    self.rejected(e.request_id)
         return self
 
     def finished_requests(self) -> list[_Req]:
@@ -122,6 +129,7 @@ class ServingMetrics:
         n_out = sum(len(r.token_us) for r in done)
         out: dict[str, float | int] = {
             "completed": len(done),
+            "failed": self.failed,
             "duration": _r(duration),
             "total_input_tokens": n_in,
             "total_output_tokens": n_out,

@@ -4,10 +4,22 @@
     1. running requests in decode: one token each (decodes first)
     2. running requests part-way through their prompt: the next chunk, as much as the budget leaves
        no KV block for a running request -> preempt the most recently admitted running request
-       (recompute: its blocks are freed, it goes back to the front of the waiting queue)
+       (recompute: its blocks are freed, it goes back to the front of the waiting queue); a request that had
+       to preempt itself ends the running pass
     3. waiting requests, first come first served, while the budget lasts and fewer than max_num_seqs run
-       (prefix-cache hits skip their prefill; a prompt longer than the budget left is chunked)
+       (prefix-cache hits skip their prefill; a prompt longer than the budget left is chunked, or, without
+       chunked prefill, waits)
        a waiting request that does not fit stops admission (no preemption for it; not in a step that preempted)
+    long_prefill_token_threshold (when > 0) caps the tokens of one request in one step, running or waiting
+
+Each rule is vLLM's Scheduler.schedule (vllm/v1/core/sched/scheduler.py): the running pass's allocate_slots loop
+preempts `self.running.pop()` and breaks when the request preempted itself; "Next, schedule the WAITING requests"
+only `if not preempted_reqs`, breaking when allocate_slots returns None or, with enable_chunked_prefill off, when
+num_new_tokens > token_budget; `0 < long_prefill_token_threshold < num_new_tokens` caps both passes. Decodes go
+first here: vLLM walks `self.running` in admission order, and a running request part-way through its prompt is
+always behind the decodes there too (it was admitted last, or resumed last after a preemption), while
+max_num_batched_tokens >= max_num_seqs (refused otherwise, scenario.py) leaves every decode its token. Async
+scheduling's one-step delay for new requests is the serving loop's (frontend_latency.lagged_arrival).
 
 ArticleScheduler keeps the article's chunk scheduler: decodes unbudgeted, then one prefill chunk of the
 oldest request still in prefill, of chunk_size (low_mem_chunk_size below the free-HBM threshold).
@@ -28,12 +40,15 @@ from layerscope.runtime.sched_interface import ScheduledSeq, SchedulerOutput, St
 
 
 class Scheduler:
-    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int) -> None:
-        if max_num_batched_tokens < 1 or max_num_seqs < 1:
-            raise ValueError("max_num_batched_tokens and max_num_seqs must be >= 1")
+    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
+                 long_prefill_token_threshold: int = 0, enable_chunked_prefill: bool = True) -> None:
+        if max_num_batched_tokens < 1 or max_num_seqs < 1 or long_prefill_token_threshold < 0:
+            raise ValueError("max_num_batched_tokens and max_num_seqs must be >= 1, long_prefill_token_threshold >= 0")
         self.kv = kv
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
+        self.long_prefill_token_threshold = long_prefill_token_threshold
+        self.enable_chunked_prefill = enable_chunked_prefill
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in order of admission
         self.num_preemptions = 0
@@ -80,18 +95,25 @@ class Scheduler:
             if len(out.preempted) > preempted:  # a preempted request scheduled earlier hands its tokens back
                 budget = self.max_num_batched_tokens - out.num_tokens
             if alloc is None:
-                continue
+                break  # it preempted itself: vLLM's running pass ends here
             out.allocated.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
             budget -= n
         if not out.preempted:
             budget = self._admit(out, budget)
         return out
 
+    def _capped(self, n: int) -> int:
+        threshold = self.long_prefill_token_threshold
+        return threshold if 0 < threshold < n else n
+
     def _running_tokens(self, req: Request, budget: int) -> int:
-        return min(req.num_tokens - req.num_computed_tokens, budget)
+        return min(self._capped(req.num_tokens - req.num_computed_tokens), budget)
 
     def _prefill_tokens(self, req: Request, remaining: int, budget: int) -> int:
-        return min(remaining, budget)
+        n = self._capped(remaining)
+        if not self.enable_chunked_prefill and n > budget:
+            return 0  # it waits for a step with room for all of it
+        return min(n, budget)
 
     def _allocate_or_preempt(self, req: Request, n: int, out: SchedulerOutput) -> Allocation | None:
         while True:

@@ -120,6 +120,7 @@ class ServingEngine:
         if isinstance(self.plan, ShardedRuntime):
             self.plan.price = self.timing.cost  # one memoised price per kernel for the plan and the launches
         self.stats = ServingStats()
+        self.limits = spec.scheduler_limits  # vLLM's defaults for this GPU where the scenario leaves them null
         self.free_start = kv_pool_bytes(spec, self.placement)
         self.chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib,
                                      self.page_size)
@@ -130,11 +131,12 @@ class ServingEngine:
         allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
         self.allocator_name = allocator.name
         self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
-        s = spec.scheduler
+        lim = self.limits
         self.scheduler: SchedulerInterface = (
-            ArticleScheduler(self.cache, self.chunks, s.max_num_seqs, self._free_bytes)
+            ArticleScheduler(self.cache, self.chunks, lim.max_num_seqs, self._free_bytes)
             if spec.runtime == "article"
-            else Scheduler(self.cache, s.max_num_batched_tokens, s.max_num_seqs)
+            else Scheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs, lim.long_prefill_token_threshold,
+                           spec.scheduler.enable_chunked_prefill)
         )
         self.requests = make_requests(spec.workload, self.model.vocab_size)
         self.shadow = (
@@ -150,8 +152,8 @@ class ServingEngine:
 
     def _max_step_tokens(self) -> int:
         if self.spec.runtime == "article":
-            return max(self.spec.chunk_size, self.spec.low_mem_chunk_size) + self.spec.scheduler.max_num_seqs
-        return self.spec.scheduler.max_num_batched_tokens
+            return max(self.spec.chunk_size, self.spec.low_mem_chunk_size) + self.limits.max_num_seqs
+        return self.limits.max_num_batched_tokens
 
     def _free_bytes(self) -> float:
         return self.free_start - self.kv.used_pages * self.kv.page_bytes
@@ -171,9 +173,10 @@ class ServingEngine:
         while pending or self.scheduler.has_unfinished():
             seen = lagged_arrival(ahead, self.scheduler.has_unfinished(), step_start, t)
             while pending and slots and max(pending[0].arrival_us, slots[0]) <= seen:
-                self._send(pending.popleft(), heapq.heappop(slots))
+                self._send(pending.popleft(), heapq.heappop(slots), slots)
             if not self.scheduler.has_unfinished():
-                t = max(pending[0].arrival_us, slots[0])
+                if pending:  # idle until the next request can be sent
+                    t = max(pending[0].arrival_us, slots[0])
                 continue
             out = self.scheduler.schedule()
             assert out.num_seqs, "a step with nothing scheduled: every request was checked to fit the pool"
@@ -209,9 +212,13 @@ class ServingEngine:
         self._snapshot(0.0, 0.0)
 
     def _check_fits(self) -> None:
-        """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run."""
+        """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run (those
+        over max_model_len are rejected when they arrive)."""
         room = self.kv.pool.num_free
-        worst = max(self.requests, key=lambda r: r.input_len + r.output_len)
+        served = [r for r in self.requests if not self._too_long(r)]
+        if not served:
+            return
+        worst = max(served, key=lambda r: r.input_len + r.output_len)
         pages = -(-(worst.input_len + worst.output_len - 1) // self.page_size)
         if pages > room:
             raise ValueError(
@@ -220,15 +227,28 @@ class ServingEngine:
                 "or shorten the requests"
             )
 
-    def _send(self, req: Request, slot_free_us: float) -> None:
-        """The client sends a request: at its arrival time, or when a concurrency slot frees, if later."""
+    def _too_long(self, req: Request) -> bool:
+        return req.input_len + req.output_len > self.limits.max_model_len
+
+    def _send(self, req: Request, slot_free_us: float, slots: list[float]) -> None:
+        """The client sends a request: at its arrival time, or when a concurrency slot frees, if later. One longer
+        than max_model_len is answered at once with vLLM's 400 ("This model's maximum context length is ...
+        tokens", OpenAIServing._validate_input): a `rejected` event, and its client slot is free again."""
         t = max(req.arrival_us, slot_free_us)
         frontend_us = self.frontend.total_us(req.input_len)
+        rejected = self._too_long(req)
         if self.metrics is not None:
             self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len, req.token_us,
                                 float(frontend_us))
+            if rejected:
+                self.metrics.rejected(req.request_id)
         else:
             self._emit(self._request_event(req, "arrive", t, frontend_us))
+            if rejected:
+                self._emit(self._request_event(req, "rejected", t))
+        if rejected:
+            heapq.heappush(slots, t)
+            return
         self.scheduler.add_request(req)
 
     def _request_event(self, req: Request, what: str, t: float, frontend_us: float = 0.0) -> RequestEvent:
@@ -408,8 +428,8 @@ class ServingEngine:
             "num_hidden_layers": self.model.num_hidden_layers,
             "page_size": self.page_size,
             "num_requests": len(self.requests),
-            "max_num_batched_tokens": spec.scheduler.max_num_batched_tokens,
-            "max_num_seqs": spec.scheduler.max_num_seqs,
+            "max_num_batched_tokens": self.limits.max_num_batched_tokens,
+            "max_num_seqs": self.limits.max_num_seqs,
             "prefix_caching": spec.scheduler.prefix_caching,
         }
         out.update(metrics)
