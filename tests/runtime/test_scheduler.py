@@ -126,3 +126,15 @@ def test_long_prefill_token_threshold_caps_one_request_per_step() -> None:
     assert max(n for s in steps for n in s.num_tokens) == 256
     assert steps[0].num_tokens == [256, 256, 256]  # three prompts share the step, 256 tokens each
     assert r.summary["completed"] == 3
+
+
+def test_a_summary_only_run_counts_rejections_and_prefix_stats_as_the_full_run() -> None:
+    spec = _spec({"num_requests": 10, "input_len": 600, "output_len": 100, "range_ratio": 0.6, "seed": 2,
+                  "shared_prefix_len": 64}, deployment={"tp": 1, "max_model_len": 900})
+    full, brief = simulate(spec), simulate(spec, summary_only=True)
+    assert brief.summary == full.summary and full.summary["failed"] > 0
+    scheduled = [e for e in _of(full.events, "request", "scheduled")]
+    assert full.summary["prefix_cache_hits"] == sum(e.num_computed_tokens for e in scheduled) > 0
+    assert full.summary["prefix_cache_queries"] == sum(e.input_len for e in scheduled)
+    assert full.summary["prefix_cache_hit_rate"] == round(
+        full.summary["prefix_cache_hits"] / full.summary["prefix_cache_queries"], 4)

@@ -202,7 +202,10 @@ def _check_summary(arrive: dict[int, Any], finished: dict[int, Any], first: dict
         assert summary["mean_e2el_ms"] == pytest.approx(float(np.mean(e2el)), abs=1e-3)
     hits = sum(e.num_computed_tokens for e in once.values())
     if summary["prefix_caching"]:
+        assert (summary["prefix_cache_queries"], summary["prefix_cache_hits"]) == (queries, hits)
         assert summary["prefix_cache_hit_rate"] == pytest.approx(hits / queries if queries else 0.0, abs=1e-4)
+    else:
+        assert hits == summary["prefix_cache_queries"] == summary["prefix_cache_hits"] == 0
 
 
 @pytest.mark.parametrize("seed", range(NUM_WORKLOADS))

@@ -98,7 +98,7 @@ class Scheduler:
                 break  # it preempted itself: vLLM's running pass ends here
             out.allocated.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
             budget -= n
-        if not out.preempted:
+        if not out.preempted:  # Scheduler.schedule: "Next, schedule the WAITING requests" only if none was preempted
             budget = self._admit(out, budget)
         return out
 
@@ -120,7 +120,7 @@ class Scheduler:
             alloc = self.kv.allocate_slots(req, n)
             if alloc is not None:
                 return alloc
-            victim = self.running[-1]  # the most recently admitted
+            victim = self.running[-1]  # the most recently admitted (Scheduler.schedule: self.running.pop())
             self._preempt(victim, out)
             if victim is req:
                 return None
@@ -149,7 +149,7 @@ class Scheduler:
                 break
             alloc = self.kv.allocate_slots(req, n, hits)
             if alloc is None:
-                break  # no room: it waits (vLLM does not preempt for a waiting request)
+                break  # no room: it waits (Scheduler.schedule breaks; it preempts only for running requests)
             self.waiting.popleft()
             self.kv.record_admission(req, cached)
             req.num_computed_tokens += cached

@@ -436,6 +436,9 @@ class ServingEngine:
         out.update(self.frontend.summary([r.input_len for r in self.requests]))
         out.update({
             "prefix_cache_hit_rate": round(st.prefix_hit_rate, 4),
+            # vLLM's counters (vllm:prefix_cache_queries / vllm:prefix_cache_hits): tokens of never-preempted admissions
+            "prefix_cache_queries": self.cache.stats.queries,
+            "prefix_cache_hits": self.cache.stats.hits,
             "num_steps": st.num_steps,
             "max_step_tokens": st.max_step_tokens,
             "max_step_seqs": st.max_step_seqs,
