@@ -87,6 +87,15 @@ def block_hash(parent: bytes, tokens: bytes) -> bytes:
     return hashlib.sha256(parent + tokens).digest()
 
 
+def hash_blocks(req: Request, bs: int) -> None:
+    """Hashes of the request's full blocks of known tokens (prompt, then sampled output), kept on the request
+    (vLLM's request.block_hashes)."""
+    hashes = req.block_hashes
+    for i in range(len(hashes), req.num_tokens // bs):
+        parent = hashes[-1] if hashes else ROOT_HASH
+        hashes.append(block_hash(parent, req.token_ids[i * bs : (i + 1) * bs].tobytes()))
+
+
 class KVCacheManager:
     def __init__(self, allocator: KVAllocator, block_size: int, prefix_caching: bool) -> None:
         self.allocator = allocator
@@ -120,7 +129,7 @@ class KVCacheManager:
         give the next token), as vLLM's max_cache_hit_length = num_tokens - 1."""
         if not self.prefix_caching:
             return []
-        self._hash_blocks(req)
+        hash_blocks(req, self.block_size)
         hits = []
         for i, h in enumerate(req.block_hashes):
             if (i + 1) * self.block_size > req.num_tokens - 1:
@@ -131,8 +140,7 @@ class KVCacheManager:
             hits.append(same[0])
         return hits
 
-    def record_admission(self, req: Request, num_hit_tokens: int) -> None:
-        """An admitted request's lookup, as the scheduler records it (KVCacheManager.record_prefix_cache_stats)."""
+    def record_admission(self, req: Request, num_hit_tokens: int) -> None:  # vLLM: record_prefix_cache_stats
         if self.prefix_caching:
             self.stats.record(req.num_tokens, num_hit_tokens, req.num_preemptions > 0)
 
@@ -179,7 +187,7 @@ class KVCacheManager:
             out.evicted, self._evicting = self._evicting, []
             self._log.append(("evict", None, out.evicted))
         for m in grant.migrations:
-            self._moved(m)
+            self.evictable = _follow_migration(self.blocks, self.evictable, m)
         out.migrations = grant.migrations
         blocks, new = self.blocks, out.new_blocks
         for bank, slot in zip(grant.banks, grant.slots, strict=True):
@@ -198,7 +206,7 @@ class KVCacheManager:
         done = self.num_cached_blocks.get(rid, 0)
         if full <= done:
             return
-        self._hash_blocks(req)
+        hash_blocks(req, self.block_size)
         hashes = req.block_hashes
         for i in range(done, min(full, len(table))):
             b = table[i]
@@ -248,20 +256,11 @@ class KVCacheManager:
         return released
 
     def drain_log(self) -> list[tuple[LogKind, int | None, list[tuple[int, int]]]]:
-        """Since the last call: ("free", request, slots given back), ("keep", request, its blocks the prefix
-        cache now owns) or ("evict", None, cached slots evicted)."""
+        """Since the last call: ("free" | "keep" | "evict", request or None, slots given back | kept | evicted)."""
         log, self._log = self._log, []
         return log
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _hash_blocks(self, req: Request) -> None:
-        """Hashes of the request's full blocks of known tokens (prompt, then sampled output)."""
-        bs = self.block_size
-        hashes = req.block_hashes
-        for i in range(len(hashes), req.num_tokens // bs):
-            parent = hashes[-1] if hashes else ROOT_HASH
-            hashes.append(block_hash(parent, req.token_ids[i * bs : (i + 1) * bs].tobytes()))
-
     def _uncache(self, where: tuple[int, int]) -> Block:
         """An unused cached block leaves the cache (BlockPool._maybe_evict_cached_block) and the pool."""
         b = self.evictable.pop(where)
@@ -275,12 +274,11 @@ class KVCacheManager:
         return b
 
     def _reclaim(self, bank: int, slot: int) -> bool:
-        """The one free queue's head is this slot: evict it if it is an unused cached block."""
-        where = (bank, slot)
-        if where not in self.evictable:
-            return False  # another tenant's page
-        self._uncache(where)
-        self._evicting.append(where)
+        """The one free queue's head is this slot: evict it if it is an unused cached block (not a tenant's)."""
+        if (bank, slot) not in self.evictable:
+            return False
+        self._uncache((bank, slot))
+        self._evicting.append((bank, slot))
         return True
 
     def _evict(self, n: int) -> list[tuple[int, int]]:
@@ -295,13 +293,17 @@ class KVCacheManager:
             self._log.append(("evict", None, out))
         return out
 
-    def _moved(self, m: Migration) -> None:
-        """A policy migrated a page to make room: the block follows its data."""
-        b = self.blocks.pop((m.from_bank, m.from_slot), None)
-        if b is None:
-            return  # another tenant's page
-        b.bank, b.slot = m.to_bank, m.to_slot
-        self.blocks[(b.bank, b.slot)] = b
-        key = (m.from_bank, m.from_slot)
-        if key in self.evictable:
-            self.evictable = OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in self.evictable.items())
+
+def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDict[tuple[int, int], Block],
+                      m: Migration) -> OrderedDict[tuple[int, int], Block]:
+    """A policy migrated a page to make room (bank-aware decode): the block follows its data, keeping its place
+    in the eviction order. Returns the eviction order (rebuilt when the moved block was in it)."""
+    key = (m.from_bank, m.from_slot)
+    b = blocks.pop(key, None)
+    if b is None:
+        return evictable  # another tenant's page
+    b.bank, b.slot = m.to_bank, m.to_slot
+    blocks[(b.bank, b.slot)] = b
+    if key not in evictable:
+        return evictable
+    return OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in evictable.items())
