@@ -79,7 +79,8 @@ def test_dotted_set_reaches_nested_fields() -> None:
     spec = apply_overrides(ScenarioSpec(), over)
     assert spec.workload is not None and spec.workload.max_concurrency == 16 and spec.workload.num_requests == 5
     assert spec.workload.input_len == 1024  # the rest of a workload created by a dotted key keeps its defaults
-    assert spec.scheduler.max_num_batched_tokens == 2048 and spec.scheduler.max_num_seqs == 256
+    assert spec.scheduler.max_num_batched_tokens == 2048 and spec.scheduler.max_num_seqs is None
+    assert spec.scheduler_limits.max_num_seqs == 1024  # the rest of the scheduler: vLLM's default on an H100
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,18 @@ class PageFreeEvent(_Event):
     instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
+class PageCacheEvent(_Event):
+    """A finished or preempted request's blocks that stay in the prefix cache (serving runs, prefix caching on):
+    their owner becomes `prefix_cache`; other requests may still share them, or they wait, unused, to be hit
+    again or evicted (least recently freed first, `page_evict`)."""
+
+    kind: Literal["page_cache"] = "page_cache"
+    owner: str  # the request that lets go of them ("req<id>")
+    banks: list[int]
+    slots: list[int]
+    request_id: int
+
+
 class AllocFailEvent(_Event):
     """An allocation that could not be served; free memory may still look ample."""
 
@@ -177,7 +189,8 @@ class RequestEvent(_Event):
 
     kind: Literal["request"] = "request"
     request_id: int
-    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished"]
+    # rejected: longer than max_model_len, answered with vLLM's 400 when it arrives (it never runs)
+    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished", "rejected"]
     input_len: int
     output_len: int
     num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)
@@ -291,6 +304,11 @@ class DeploymentEvent(_Event):
     cuda_graph_memory_profiled: bool
     max_model_len: int
     per_gpu: DeploymentPerGpu
+    # the engine's scheduler limits (vLLM's defaults for `vllm serve` on this GPU unless the scenario sets them)
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    prefix_caching: bool
+    scheduler_source: str  # where the two limits come from
 
 
 class RunEvent(_Event):
@@ -309,6 +327,7 @@ Event = Annotated[
     | BanksEvent
     | PageAllocEvent
     | PageFreeEvent
+    | PageCacheEvent
     | AllocFailEvent
     | PageMigrateEvent
     | PageEvictEvent

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -185,11 +186,91 @@ class WorkloadSpec(Strict):
 
 
 class SchedulerSpec(Strict):
-    """vLLM V1 scheduler limits (the vllm runtime; the article runtime keeps its chunk scheduler)."""
+    """vLLM V1 scheduler limits (the vllm runtime; the article runtime keeps its chunk scheduler). Null limits are
+    vLLM's defaults for `vllm serve` on the scenario's GPU (`ScenarioSpec.scheduler_limits`)."""
 
-    max_num_batched_tokens: int = Field(8192, ge=16, le=262_144, description="token budget of one engine step")
-    max_num_seqs: int = Field(256, ge=1, le=4096, description="running requests at most")
-    prefix_caching: bool = Field(False, description="reuse cached full KV blocks of identical prefixes")
+    max_num_batched_tokens: int | None = Field(
+        None, ge=16, le=262_144, description="token budget of one engine step (null: vLLM's default for the OpenAI "
+        "server on this GPU: 8192 on H100/H200/B200, 2048 on A100; max_model_len without chunked prefill)",
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=4096, description="running requests at most (null: vLLM's default on this GPU, 1024 on "
+        "H100/H200/B200, 256 on A100, at most max_num_batched_tokens)",
+    )
+    # vLLM V1 turns prefix caching on by default (CacheConfig.enable_prefix_caching)
+    prefix_caching: bool = Field(True, description="reuse cached full KV blocks of identical prefixes "
+                                 "(--enable-prefix-caching, on by default in vLLM V1)")
+    enable_chunked_prefill: bool = Field(
+        True, description="a prompt longer than the budget left is cut into chunks (--enable-chunked-prefill, V1's "
+        "default); off: it waits for a step with room for all of it",
+    )
+    long_prefill_token_threshold: int = Field(
+        0, ge=0, le=MAX_PROMPT_LEN, description="at most this many tokens of one request per step (0: no cap; "
+        "--long-prefill-token-threshold; 4% of max_model_len when max_num_partial_prefills > 1)",
+    )
+    max_num_partial_prefills: int = Field(
+        1, ge=1, le=256, description="prompts partially prefilled at once (--max-num-partial-prefills; V1 reads "
+        "it only to set long_prefill_token_threshold)",
+    )
+
+
+# vLLM's batch defaults for `vllm serve` (UsageContext.OPENAI_API_SERVER; EngineArgs.get_batch_defaults in
+# vllm/engine/arg_utils.py): a GPU of at least 70 GiB whose name lacks "a100" gets the larger budget, any other
+# the smaller one (a large budget cut an A100's throughput, vLLM PR #17885).
+VLLM_LARGE_GPU_BYTES = 70 * 2**30
+SERVER_BATCH_DEFAULTS = {True: (8192, 1024), False: (2048, 256)}  # large GPU -> (max_num_batched_tokens, max_num_seqs)
+PARTIAL_PREFILL_THRESHOLD = 0.04  # SchedulerConfig.__post_init__: long_prefill_token_threshold = 4% of max_model_len
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    """The scheduler's limits in force: the scenario's, or vLLM's defaults where it leaves them null."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    long_prefill_token_threshold: int
+    max_model_len: int
+    source: str  # where the two limits come from, for the deployment card and the summary
+
+    def refusal(self, sched: SchedulerSpec) -> tuple[str, str] | None:
+        """(field, vLLM's message) for limits vLLM refuses at start-up (SchedulerConfig.verify_max_model_len)."""
+        mnbt, mml = self.max_num_batched_tokens, self.max_model_len
+        if mnbt < mml and not sched.enable_chunked_prefill:
+            return "scheduler.max_num_batched_tokens", (
+                f"max_num_batched_tokens ({mnbt}) is smaller than max_model_len ({mml}). This effectively limits the "
+                "maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please "
+                "increase max_num_batched_tokens or decrease max_model_len.")
+        if mnbt < self.max_num_seqs:
+            return "scheduler.max_num_batched_tokens", (
+                f"max_num_batched_tokens ({mnbt}) must be greater than or equal to max_num_seqs "
+                f"({self.max_num_seqs}).")
+        if sched.max_num_partial_prefills > 1 and not sched.enable_chunked_prefill:
+            return "scheduler.max_num_partial_prefills", (
+                "Chunked prefill must be enabled to set max_num_partial_prefills > 1.")
+        if sched.max_num_partial_prefills > 1 and self.long_prefill_token_threshold > mml:
+            return "scheduler.long_prefill_token_threshold", (
+                f"long_prefill_token_threshold ({self.long_prefill_token_threshold}) cannot be greater than the "
+                f"max_model_len ({mml}).")
+        return None
+
+
+def scheduler_limits(sched: SchedulerSpec, gpu_name: str, max_model_len: int) -> SchedulerLimits:
+    """vLLM's rule for the limits a scenario leaves null (arg_utils' _set_default_max_num_seqs_and_batched_tokens_args):
+    max_num_batched_tokens is max_model_len without chunked prefill, else the GPU's server default; max_num_seqs
+    the GPU's default, at most max_num_batched_tokens."""
+    large = gpu_preset(gpu_name).memory_bytes >= VLLM_LARGE_GPU_BYTES and "a100" not in gpu_name
+    tokens, seqs = SERVER_BATCH_DEFAULTS[large]
+    mnbt = sched.max_num_batched_tokens
+    if mnbt is None:
+        mnbt = tokens if sched.enable_chunked_prefill else max_model_len
+    mns = sched.max_num_seqs if sched.max_num_seqs is not None else min(seqs, mnbt)
+    threshold = sched.long_prefill_token_threshold
+    if sched.max_num_partial_prefills > 1 and threshold == 0:
+        threshold = int(max_model_len * PARTIAL_PREFILL_THRESHOLD)
+    set_by = [n for n in ("max_num_batched_tokens", "max_num_seqs") if getattr(sched, n) is not None]
+    source = (f"vLLM's defaults for `vllm serve` on {gpu_name}" if not set_by else "set by the scenario"
+              if len(set_by) == 2 else f"{set_by[0]} set by the scenario, the other vLLM's default on {gpu_name}")
+    return SchedulerLimits(mnbt, mns, threshold, max_model_len, source)
 
 
 class CompareSpec(Strict):
@@ -299,25 +380,39 @@ class ScenarioSpec(Strict):
 
     @model_validator(mode="after")
     def _requests_fit_max_model_len(self) -> ScenarioSpec:
-        """As vLLM refuses a request longer than --max-model-len, a run whose requests cannot fit is refused here."""
+        """As vLLM refuses a request longer than --max-model-len, a one-request run that cannot fit is refused
+        here; a workload's longer requests are rejected one by one when they arrive (the serving engine), as
+        vLLM's server answers each with a 400 and serves the rest."""
         limit = self.deployment.max_model_len if self.deployment is not None else None
-        if limit is None:
+        if limit is None or self.workload is not None:
             return self
-        w = self.workload
-        if w is None:
-            longest, what = self.prompt_len + self.decode_steps, "prompt_len + decode_steps"
-        elif w.trace is None:
-            r = w.range_ratio
-            longest = w.shared_prefix_len + int(w.input_len * (1 + r)) + int(w.output_len * (1 + r))
-            what = "the workload's longest request (shared_prefix_len + input_len + output_len, at the range's top)"
-        else:
-            return self  # a trace's lengths are known when it is read; the engine checks them there
+        longest = self.prompt_len + self.decode_steps
         if longest > limit:
             raise ValueError(
-                f"field 'deployment.max_model_len': {limit} tokens is below {what} = {longest}; vLLM refuses "
-                "requests longer than max_model_len (raise it, or shorten the requests)"
+                f"field 'deployment.max_model_len': {limit} tokens is below prompt_len + decode_steps = {longest}; "
+                "vLLM refuses requests longer than max_model_len (raise it, or shorten the request)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _scheduler_limits_vllm_accepts(self) -> ScenarioSpec:
+        """Limits vLLM refuses at start-up are refused here, in vLLM's words (a serving run of the vllm runtime)."""
+        if self.workload is None or self.runtime != "vllm":
+            return self
+        refused = self.scheduler_limits.refusal(self.scheduler)
+        if refused is not None:
+            raise ValueError(f"field {refused[0]!r}: {refused[1]}")
+        return self
+
+    @property
+    def max_model_len(self) -> int:
+        """The longest request in tokens: the deployment's max_model_len, else the model's context (vLLM's)."""
+        mml = self.deployment.max_model_len if self.deployment is not None else None
+        return mml or PRESETS[self.model].max_position_embeddings
+
+    @property
+    def scheduler_limits(self) -> SchedulerLimits:
+        return scheduler_limits(self.scheduler, self.gpu, self.max_model_len)
 
     @property
     def effective_page_size(self) -> int:

@@ -385,6 +385,8 @@ def test_the_deployment_card_shows_the_plan_and_a_deployment_that_does_not_fit_s
     text = p.page.get_by_test_id("deployment").inner_text()
     for words in ["8 × h200", "tp 8", "KV tokens", "max concurrency", "GPU KV cache size"]:
         assert words in text, words
+    # the scheduler's limits: vLLM's defaults for `vllm serve` on an H200, from the deployment event
+    assert "max_num_seqs 1,024 · max_num_batched_tokens 8,192 · prefix caching on" in text
     kv = p.js(f"{STORE}.main.deployment[0].per_gpu.kv_tokens")  # drawn before play, from the overview
     assert f"{kv:,}" in text
     p.page.locator("#deployment-form select[name=tp]").select_option("2")

@@ -113,8 +113,10 @@ def test_run_a_workload_from_a_trace_with_dotted_sets(tmp_path: Path, capsys: py
     assert "successful requests" in out and "P99 TPOT" in out and "prefix cache hit rate" in out
     assert "free_queue allocator" in out.splitlines()[0]
     events = [parse_event(json.loads(line)) for line in ev.read_text().splitlines()]
-    assert sum(e.kind == "request" and e.what == "finished" for e in events) == 40
-    assert events[-1].figures["completed"] == 40
+    rejected = [e for e in events if e.kind == "request" and e.what == "rejected"]  # over the preset's max_model_len
+    assert rejected and all(e.input_len + e.output_len > 4096 for e in rejected)
+    assert sum(e.kind == "request" and e.what == "finished" for e in events) == 40 - len(rejected)
+    assert events[-1].figures["completed"] == 40 - len(rejected) and events[-1].figures["failed"] == len(rejected)
     assert json.loads(tr.read_text())["traceEvents"]
 
 

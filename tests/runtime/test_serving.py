@@ -129,7 +129,7 @@ def test_article_runtime_serves_with_its_chunk_scheduler() -> None:
 
 def test_a_request_too_big_for_the_pool_is_refused_naming_the_field() -> None:
     with pytest.raises(ValueError, match="workload.input_len"):
-        simulate(_spec({"num_requests": 2, "input_len": 200_000, "output_len": 10}, free_hbm_gib=2.6))
+        simulate(_spec({"num_requests": 2, "input_len": 30_000, "output_len": 10}, free_hbm_gib=2.6))
 
 
 # -- metrics, by hand ---------------------------------------------------------------------------------------------

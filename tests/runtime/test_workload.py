@@ -89,6 +89,11 @@ def test_csv_errors_name_line_and_column(text: str, needle: str) -> None:
         ('{"timestamp": -4, "input_length": 5, "output_length": 5}\n', "line 1, column 'timestamp'"),
         ('{"timestamp": 0, "input_length": 5.5, "output_length": 5}\n', "line 1, column 'input_length'"),
         ('{"timestamp": 0, "input_length": 5, "output_length": 10000000}\n', "line 1, column 'output_length'"),
+        ('{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2, 3]}\n',
+         "line 1, column 'hash_ids': expected a list of at most 2 ids"),
+        ('{"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": [-1]}\n',
+         "line 1, column 'hash_ids': expected integers"),
+        ('{"timestamp": 0, "input_length": 5, "output_length": 5, "hash_ids": "7"}\n', "column 'hash_ids'"),
     ],
 )
 def test_jsonl_errors_name_line_and_column(text: str, needle: str) -> None:
@@ -107,3 +112,34 @@ def test_trace_files_are_bounded(tmp_path: Path) -> None:
     empty.write_text("\n")
     with pytest.raises(TraceError, match="no requests"):
         load_trace(empty)
+
+
+def _mooncake(tmp_path: Path, rows: list[tuple[int, int, list[int]]]) -> Path:
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(f'{{"timestamp": {10 * i}, "input_length": {n}, "output_length": {o}, "hash_ids": {h}}}\n'
+                            for i, (n, o, h) in enumerate(rows)))
+    return path
+
+
+def test_mooncake_hash_ids_give_shared_blocks_the_same_tokens(tmp_path: Path) -> None:
+    # 512-token blocks: requests 0 and 1 share their first block, 1 and 2 nothing; the last block is cut short
+    path = _mooncake(tmp_path, [(1100, 4, [7, 8, 9]), (700, 4, [7, 11]), (600, 4, [12, 13])])
+    assert [r.hash_ids for r in load_trace(path)] == [(7, 8, 9), (7, 11), (12, 13)]
+    a, b, c = make_requests(WorkloadSpec(trace=str(path)), VOCAB)
+    assert np.array_equal(a.token_ids[:512], b.token_ids[:512])
+    assert not np.array_equal(a.token_ids[512:700], b.token_ids[512:700])
+    assert not np.array_equal(b.token_ids[:512], c.token_ids[:512])
+    assert len(a.token_ids) == 1104 and a.input_len == 1100
+
+
+def test_hash_ids_drive_prefix_reuse_in_the_engine(tmp_path: Path) -> None:
+    path = _mooncake(tmp_path, [(1024, 8, [1, 2]), (1024, 8, [1, 2]), (1024, 8, [1, 3]), (1024, 8, [4, 5])])
+    base = {"model": "qwen3-30b-a3b", "gpu": "h200", "free_hbm_gib": 20, "workload": {"trace": str(path)}}
+    r = simulate(ScenarioSpec.model_validate(base))
+    hits = {e.request_id: e.num_computed_tokens for e in r.events if e.kind == "request" and e.what == "scheduled"}
+    assert hits == {0: 0, 1: 1008, 2: 512, 3: 0}  # 63 whole 16-token blocks of 1024 (one token left), one block, none
+    plain = tmp_path / "plain.jsonl"  # the same rows without hash ids: every prompt its own tokens
+    plain.write_text("".join(line.split(', "hash_ids"')[0] + "}\n" for line in path.read_text().splitlines()))
+    base["workload"] = {"trace": str(plain)}
+    r = simulate(ScenarioSpec.model_validate(base))
+    assert all(e.num_computed_tokens == 0 for e in r.events if e.kind == "request" and e.what == "scheduled")

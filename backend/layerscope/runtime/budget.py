@@ -44,8 +44,9 @@ def _run_work(spec: ScenarioSpec) -> Work:
     r = w.range_ratio
     longest = w.shared_prefix_len + int(w.input_len * (1 + r)) + int(w.output_len * (1 + r))
     prompt = w.num_requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
-    budget = spec.scheduler.max_num_batched_tokens if spec.runtime == "vllm" else spec.chunk_size
-    concurrent = max(1, min(w.num_requests, spec.scheduler.max_num_seqs, w.max_concurrency or w.num_requests,
+    limits = spec.scheduler_limits
+    budget = limits.max_num_batched_tokens if spec.runtime == "vllm" else spec.chunk_size
+    concurrent = max(1, min(w.num_requests, limits.max_num_seqs, w.max_concurrency or w.num_requests,
                             _requests_fitting_pool(spec, longest)))
     waves = -(-w.num_requests // concurrent)
     steps = -(-prompt // budget) + waves * int(w.output_len * (1 + r))

@@ -3,7 +3,7 @@ placement math itself: layerscope/deployment.py)."""
 
 from __future__ import annotations
 
-from layerscope.deployment import MAX_NUM_SEQS, Placement, place
+from layerscope.deployment import Placement, place
 from layerscope.events import DeploymentEvent
 from layerscope.hardware.gpus import GiB
 from layerscope.hardware.gpus import gpu as gpu_preset
@@ -13,14 +13,14 @@ from layerscope.scenario import DEFAULT_FREE_HBM_GIB, ScenarioSpec
 
 # -- a scenario's deployment -------------------------------------------------------------------------------------
 def batched_tokens(spec: ScenarioSpec) -> int:
-    """The step's token budget: the scheduler's max_num_batched_tokens, or (one-request runs) the chunk size."""
-    sched = getattr(spec, "scheduler", None)
-    return int(getattr(sched, "max_num_batched_tokens", 0) or spec.chunk_size)
+    """The profile run's token count: the scheduler's max_num_batched_tokens (vLLM's default for the GPU where
+    the scenario leaves it null), one-request runs included, as vLLM profiles whatever it is started with."""
+    return spec.scheduler_limits.max_num_batched_tokens
 
 
 def max_seqs(spec: ScenarioSpec) -> int:
-    sched = getattr(spec, "scheduler", None)
-    return int(getattr(sched, "max_num_seqs", 0) or MAX_NUM_SEQS)
+    """The sampler dummy run's requests: the scheduler's max_num_seqs (vLLM's default for the GPU)."""
+    return spec.scheduler_limits.max_num_seqs
 
 
 def scenario_placement(spec: ScenarioSpec) -> Placement | None:
@@ -48,12 +48,14 @@ def pool_workspace_bytes(spec: ScenarioSpec, placement: Placement | None, worksp
 def deployment_event(spec: ScenarioSpec, placement: Placement) -> DeploymentEvent:
     dep = spec.deployment
     assert dep is not None
+    lim = spec.scheduler_limits
     return DeploymentEvent.model_validate(dict(
         t_us=0.0, gpu=placement.gpu, num_gpus=placement.num_gpus, tp=dep.tp, ep=dep.ep, moe_tp=dep.moe_tp,
         weight_dtype=dep.weight_dtype, kv_dtype=dep.kv_dtype, gpu_memory_utilization=dep.gpu_memory_utilization,
         cuda_graphs=dep.cuda_graphs, async_scheduling=dep.async_scheduling,
         cuda_graph_memory_profiled=dep.cuda_graph_memory_profiled, max_model_len=placement.max_model_len,
-        per_gpu=placement.per_gpu()))
+        per_gpu=placement.per_gpu(), max_num_batched_tokens=lim.max_num_batched_tokens, max_num_seqs=lim.max_num_seqs,
+        prefix_caching=spec.scheduler.prefix_caching, scheduler_source=lim.source))
 
 
 def deployment_summary(spec: ScenarioSpec, placement: Placement | None) -> dict[str, float | int | str]:

@@ -67,7 +67,8 @@ class Instance:
         """The latest arrival a step starting at t takes in (frontend_latency.lagged_arrival)."""
         return t
 
-    def receive(self, req: Request, t: float) -> None:
+    def receive(self, req: Request, t: float) -> bool:
+        """Take a request the client sent at t; False when the instance refuses it."""
         raise NotImplementedError(f"{type(self).__name__} takes no requests from a client")
 
     def step(self, t: float) -> tuple[float, int]:

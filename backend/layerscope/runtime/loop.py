@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.request import Request
@@ -39,13 +39,11 @@ class Client:
             return max(self.pending[0].arrival_us, self.slots[0])
         return None
 
-    def due(self, seen: float) -> list[tuple[Request, float]]:
-        """The requests sent by `seen`, each with when it was sent."""
-        out = []
+    def due(self, seen: float) -> Iterator[tuple[Request, float]]:
+        """The requests sent by `seen`, each with when it was sent (a slot freed meanwhile is used at once)."""
         while self.pending and self.slots and max(self.pending[0].arrival_us, self.slots[0]) <= seen:
             req = self.pending.popleft()
-            out.append((req, max(req.arrival_us, heapq.heappop(self.slots))))
-        return out
+            yield req, max(req.arrival_us, heapq.heappop(self.slots))
 
     def finished(self, t: float, n: int) -> None:
         for _ in range(n):
@@ -98,7 +96,9 @@ class Loop:
         for req, sent in self.client.due(seen):
             j = self.route(req)
             idle = not self.instances[j].has_work()
-            self.instances[j].receive(req, sent)
+            if not self.instances[j].receive(req, sent):  # refused (vLLM's 400): the client's slot is free again
+                self.client.finished(sent, 1)
+                continue
             wake = max(sent, self.end_us[j])
             if j != current and idle and (self._at[j] is None or wake < self._at[j]):  # type: ignore[operator]
                 self._push(heap, wake, j)

@@ -40,6 +40,7 @@ class ServingMetrics:
         self.reqs: dict[int, _Req] = {}
         self.token_us: dict[int, list[float]] = {}  # per request, its token times: one lookup in the hot loop
         self.preemptions = 0
+        self.failed = 0  # rejected by the server (longer than max_model_len): vllm bench serve's failed requests
 
     def arrive(self, rid: int, t_us: float, input_len: int, output_len: int,
                token_us: list[float] | None = None, frontend_us: float = 0.0) -> None:
@@ -59,6 +60,10 @@ class ServingMetrics:
             for _ in range(n):
                 token_us[rid].append(end_us)
 
+    def rejected(self, rid: int) -> None:
+        del rid  # it never runs: no token, no finish
+        self.failed += 1
+
     def finished(self, rid: int, t_us: float) -> None:
         self.reqs[rid].finished_us = t_us
 
@@ -76,6 +81,8 @@ class ServingMetrics:
                     self.preempted(e.request_id)
                 elif what == "finished":
                     self.finished(e.request_id, e.t_us)
+                elif what == "rejected":
+                    self.rejected(e.request_id)
         return self
 
     def finished_requests(self) -> list[_Req]:
@@ -113,6 +120,7 @@ class ServingMetrics:
         n_out = sum(len(r.token_us) for r in done)
         out: dict[str, float | int] = {
             "completed": len(done),
+            "failed": self.failed,
             "duration": _r(duration),
             "total_input_tokens": n_in,
             "total_output_tokens": n_out,

@@ -15,6 +15,7 @@ from layerscope.events import (
     BanksEvent,
     MemoryEvent,
     PageAllocEvent,
+    PageCacheEvent,
     PageEvictEvent,
     PageFreeEvent,
     RequestEvent,
@@ -64,7 +65,8 @@ class Recorder:
     def cache_frees(self, t: float, drained: Iterable[tuple[str, int | None, list[tuple[int, int]]]],
                     page_bytes: float) -> int:
         """The pool's frees since the last drain (KVCacheManager.drain_log): a request's blocks back to the pool, or
-        prefix-cache blocks evicted for room; how many were evicted."""
+        prefix-cache blocks evicted for room, or a finished request's blocks kept in the prefix cache; how many were
+        evicted."""
         evicted = 0
         for what, rid, where in drained:
             if not where:
@@ -75,6 +77,10 @@ class Recorder:
                 continue  # no page events to draw
             if what == "evict":
                 self.pages_evicted(t, CACHE_OWNER, where, page_bytes)
+            elif what == "keep":  # a finished request's full blocks stay in the prefix cache
+                assert rid is not None, "kept blocks name the request that let go of them"
+                self.emit(PageCacheEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where],
+                                         slots=[s for _, s in where], request_id=rid, instance=self.instance))
             else:
                 self.pages_freed(t, rid, where)
         return evicted

@@ -4,10 +4,22 @@
     1. running requests in decode: one token each (decodes first)
     2. running requests part-way through their prompt: the next chunk, as much as the budget leaves
        no KV block for a running request -> preempt the most recently admitted running request
-       (recompute: its blocks are freed, it goes back to the front of the waiting queue)
+       (recompute: its blocks are freed, it goes back to the front of the waiting queue); a request that had
+       to preempt itself ends the running pass
     3. waiting requests, first come first served, while the budget lasts and fewer than max_num_seqs run
-       (prefix-cache hits skip their prefill; a prompt longer than the budget left is chunked)
+       (prefix-cache hits skip their prefill; a prompt longer than the budget left is chunked, or, without
+       chunked prefill, waits)
        a waiting request that does not fit stops admission (no preemption for it; not in a step that preempted)
+    long_prefill_token_threshold (when > 0) caps the tokens of one request in one step, running or waiting
+
+Each rule is vLLM's Scheduler.schedule (vllm/v1/core/sched/scheduler.py): the running pass's allocate_slots loop
+preempts `self.running.pop()` and breaks when the request preempted itself; "Next, schedule the WAITING requests"
+only `if not preempted_reqs`, breaking when allocate_slots returns None or, with enable_chunked_prefill off, when
+num_new_tokens > token_budget; `0 < long_prefill_token_threshold < num_new_tokens` caps both passes. Decodes go
+first here: vLLM walks `self.running` in admission order, and a running request part-way through its prompt is
+always behind the decodes there too (it was admitted last, or resumed last after a preemption), while
+max_num_batched_tokens >= max_num_seqs (refused otherwise, scenario.py) leaves every decode its token. Async
+scheduling's one-step delay for new requests is the serving loop's (frontend_latency.lagged_arrival).
 
 ArticleScheduler keeps the article's chunk scheduler: decodes unbudgeted, then one prefill chunk of the
 oldest request still in prefill, of chunk_size (low_mem_chunk_size below the free-HBM threshold).
@@ -28,12 +40,15 @@ from layerscope.runtime.sched_interface import ScheduledSeq, SchedulerOutput, St
 
 
 class Scheduler:
-    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int) -> None:
-        if max_num_batched_tokens < 1 or max_num_seqs < 1:
-            raise ValueError("max_num_batched_tokens and max_num_seqs must be >= 1")
+    def __init__(self, kv: KVCacheManager, max_num_batched_tokens: int, max_num_seqs: int,
+                 long_prefill_token_threshold: int = 0, enable_chunked_prefill: bool = True) -> None:
+        if max_num_batched_tokens < 1 or max_num_seqs < 1 or long_prefill_token_threshold < 0:
+            raise ValueError("max_num_batched_tokens and max_num_seqs must be >= 1, long_prefill_token_threshold >= 0")
         self.kv = kv
         self.max_num_batched_tokens = max_num_batched_tokens
         self.max_num_seqs = max_num_seqs
+        self.long_prefill_token_threshold = long_prefill_token_threshold
+        self.enable_chunked_prefill = enable_chunked_prefill
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in order of admission
         self.num_preemptions = 0
@@ -53,6 +68,7 @@ class Scheduler:
         budget = self.max_num_batched_tokens
         bs, tables = self.kv.block_size, self.kv.req_to_blocks
         plain, plain_ctx = out.decodes.append, out.decode_context.append  # bound once: ~100 a step
+        caching = self.kv.prefix_caching
         decodes: list[Request] = []  # decodes that need a new block
         prefills: list[Request] = []
         for r in self.running:
@@ -62,6 +78,8 @@ class Scheduler:
                     plain(r)  # fits its last block: most steps
                     plain_ctx(c)
                     budget -= 1
+                    if caching and (c + 1) % bs == 0:  # its token fills the block: cached now, as allocate_slots
+                        self.kv.cache_blocks(r, c + 1)
                 else:
                     decodes.append(r)
             else:
@@ -77,25 +95,32 @@ class Scheduler:
             if len(out.preempted) > preempted:  # a preempted request scheduled earlier hands its tokens back
                 budget = self.max_num_batched_tokens - out.num_tokens
             if alloc is None:
-                continue
+                break  # it preempted itself: vLLM's running pass ends here
             out.allocated.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
             budget -= n
-        if not out.preempted:
+        if not out.preempted:  # Scheduler.schedule: "Next, schedule the WAITING requests" only if none was preempted
             budget = self._admit(out, budget)
         return out
 
+    def _capped(self, n: int) -> int:
+        threshold = self.long_prefill_token_threshold
+        return threshold if 0 < threshold < n else n
+
     def _running_tokens(self, req: Request, budget: int) -> int:
-        return min(req.num_tokens - req.num_computed_tokens, budget)
+        return min(self._capped(req.num_tokens - req.num_computed_tokens), budget)
 
     def _prefill_tokens(self, req: Request, remaining: int, budget: int) -> int:
-        return min(remaining, budget)
+        n = self._capped(remaining)
+        if not self.enable_chunked_prefill and n > budget:
+            return 0  # it waits for a step with room for all of it
+        return min(n, budget)
 
     def _allocate_or_preempt(self, req: Request, n: int, out: SchedulerOutput) -> Allocation | None:
         while True:
             alloc = self.kv.allocate_slots(req, n)
             if alloc is not None:
                 return alloc
-            victim = self.running[-1]  # the most recently admitted
+            victim = self.running[-1]  # the most recently admitted (Scheduler.schedule: self.running.pop())
             self._preempt(victim, out)
             if victim is req:
                 return None
@@ -124,8 +149,9 @@ class Scheduler:
                 break
             alloc = self.kv.allocate_slots(req, n, hits)
             if alloc is None:
-                break  # no room: it waits (vLLM does not preempt for a waiting request)
+                break  # no room: it waits (Scheduler.schedule breaks; it preempts only for running requests)
             self.waiting.popleft()
+            self.kv.record_admission(req, cached)
             req.num_computed_tokens += cached
             req.status = RequestStatus.RUNNING
             self.running.append(req)
@@ -137,13 +163,10 @@ class Scheduler:
     def update_from_output(self, out: SchedulerOutput) -> StepResult:
         """The step ran: its tokens are computed; requests whose known tokens are all computed sample one."""
         res = StepResult()
-        caching = self.kv.prefix_caching
         res.sampled.extend(out.decodes)  # a decode's one token was its last known one: it samples the next
         for req in out.decodes:
             req.num_computed_tokens += 1
             n = req.num_output_tokens = req.num_output_tokens + 1
-            if caching:
-                self.kv.cache_blocks(req)
             if n >= req.output_len:
                 self._finished(req, res)
         for s in out.allocated:
@@ -151,8 +174,6 @@ class Scheduler:
             req.num_computed_tokens += s.num_new_tokens
             known = req.input_len + req.num_output_tokens
             assert req.num_computed_tokens <= known, f"request {req.request_id} computed past its tokens"
-            if caching:
-                self.kv.cache_blocks(req)
             if req.num_computed_tokens < known:
                 continue  # a prefill chunk short of the prompt's end: no token yet
             req.num_output_tokens += 1

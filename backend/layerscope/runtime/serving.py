@@ -61,9 +61,17 @@ def refuse_one_request_fields(spec: ScenarioSpec) -> None:
         raise ValueError("field 'decode_page_hint': a one-request feature; not simulated on a serving run")
 
 
-def check_fits(requests: list[Request], free_pages: int, page_size: int) -> None:
-    """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run."""
-    worst = max(requests, key=lambda r: r.input_len + r.output_len)
+def too_long(req: Request, max_model_len: int) -> bool:
+    return req.input_len + req.output_len > max_model_len
+
+
+def check_fits(requests: list[Request], free_pages: int, page_size: int, max_model_len: int) -> None:
+    """Every request must fit the pool alone (prompt + output - 1 tokens of KV), or it could never run (those
+    over max_model_len are rejected when they arrive)."""
+    served = [r for r in requests if not too_long(r, max_model_len)]
+    if not served:
+        return
+    worst = max(served, key=lambda r: r.input_len + r.output_len)
     pages = -(-(worst.input_len + worst.output_len - 1) // page_size)
     if pages > free_pages:
         raise ValueError(
@@ -76,8 +84,8 @@ def check_fits(requests: list[Request], free_pages: int, page_size: int) -> None
 def max_step_tokens(spec: ScenarioSpec) -> int:
     """The most tokens one step schedules: the article's chunk beside every running decode, or vLLM's budget."""
     if spec.runtime == "article":
-        return max(spec.chunk_size, spec.low_mem_chunk_size) + spec.scheduler.max_num_seqs
-    return spec.scheduler.max_num_batched_tokens
+        return max(spec.chunk_size, spec.low_mem_chunk_size) + spec.scheduler_limits.max_num_seqs
+    return spec.scheduler_limits.max_num_batched_tokens
 
 
 class ServingInstance(Instance):
@@ -93,16 +101,18 @@ class ServingInstance(Instance):
         self.metrics = recorder.metrics
         self.frontend = frontend_for(spec)  # tokenizer, HTTP and SSE between the client and this engine
         self.stats = ServingStats()
+        self.limits = spec.scheduler_limits  # vLLM's defaults for this GPU where the scenario leaves them null
         # vLLM has no placement policy: its blocks come from one free queue. The allocator field is the article's.
         allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
         self.allocator_name = allocator.name
         self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
-        s = spec.scheduler
+        lim = self.limits
         chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib, self.page_size)
         self.scheduler: SchedulerInterface = (
-            ArticleScheduler(self.cache, chunks, s.max_num_seqs, self.free_bytes)
+            ArticleScheduler(self.cache, chunks, lim.max_num_seqs, self.free_bytes)
             if spec.runtime == "article"
-            else Scheduler(self.cache, s.max_num_batched_tokens, s.max_num_seqs)
+            else Scheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs, lim.long_prefill_token_threshold,
+                           spec.scheduler.enable_chunked_prefill)
         )
         self.requests: list[Request] = []
         self.shadow: ServingShadow | None = None
@@ -131,7 +141,7 @@ class ServingInstance(Instance):
             self.emit(PageAllocEvent(t_us=0.0, owner="tenant", phase="prefill", logical=list(range(len(banks))),
                                      banks=banks.tolist(), slots=slots.tolist(), instance=self.recorder.instance))
         self._snapshot(0.0, 0.0)
-        check_fits(self.requests, self.kv.pool.num_free, self.page_size)
+        check_fits(self.requests, self.kv.pool.num_free, self.page_size, self.limits.max_model_len)
         detail = f"serving {len(self.requests)} requests, {self.spec.runtime} runtime"
         self.emit(PhaseEvent(t_us=0.0, phase="prefill", detail=detail))
 
@@ -144,15 +154,25 @@ class ServingInstance(Instance):
     def seen(self, t: float) -> float:
         return lagged_arrival(self._ahead, self.scheduler.has_unfinished(), self._step_start, t)
 
-    def receive(self, req: Request, t: float) -> None:
-        """The client sent a request at t."""
+    def receive(self, req: Request, t: float) -> bool:
+        """The client sent a request at t; False: refused. One longer than max_model_len is answered at once with
+        vLLM's 400 ("This model's maximum context length is ... tokens", OpenAIServing._validate_input): a
+        `rejected` event, and the client's slot is free again."""
+        rejected = too_long(req, self.limits.max_model_len)
         frontend_us = self.frontend.total_us(req.input_len)
         if self.metrics is not None:
             self.metrics.arrive(req.request_id, float(t), req.input_len, req.output_len, req.token_us,
                                 float(frontend_us))
+            if rejected:
+                self.metrics.rejected(req.request_id)
         else:
             self.recorder.request(req, "arrive", t, frontend_us)
+            if rejected:
+                self.recorder.request(req, "rejected", t)
+        if rejected:
+            return False
         self.scheduler.add_request(req)
+        return True
 
     def step(self, t: float) -> tuple[float, int]:
         out = self.scheduler.schedule()

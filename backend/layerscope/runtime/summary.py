@@ -118,14 +118,17 @@ def serving_summary(instances: list[ServingInstance], metrics: dict[str, float |
     out.update({
         "page_size": first.page_size,
         "num_requests": len(requests),
-        "max_num_batched_tokens": spec.scheduler.max_num_batched_tokens,
-        "max_num_seqs": spec.scheduler.max_num_seqs,
+        "max_num_batched_tokens": first.limits.max_num_batched_tokens,
+        "max_num_seqs": first.limits.max_num_seqs,
         "prefix_caching": spec.scheduler.prefix_caching,
     })
     out.update(metrics)
     out.update(first.frontend.summary([r.input_len for r in requests]))
     out.update({
         "prefix_cache_hit_rate": round(sum(inst.cache.hit_rate for inst in instances) / len(instances), 4),
+        # vLLM's counters (vllm:prefix_cache_queries / vllm:prefix_cache_hits): tokens of never-preempted admissions
+        "prefix_cache_queries": sum(inst.cache.stats.queries for inst in instances),
+        "prefix_cache_hits": sum(inst.cache.stats.hits for inst in instances),
         "num_steps": sum(inst.num_steps for inst in instances),
         "max_step_tokens": max(st.max_step_tokens for st in stats),
         "max_step_seqs": max(st.max_step_seqs for st in stats),

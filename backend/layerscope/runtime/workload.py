@@ -6,7 +6,10 @@
                 (exponential gaps of mean 1/rate, as the benchmark's gamma with burstiness 1)
     trace       CSV   TIMESTAMP,ContextTokens,GeneratedTokens  (Azure LLM inference traces; TIMESTAMP a date
                       and time or seconds)
-                JSONL {"timestamp": ms, "input_length": n, "output_length": n} per line (Mooncake traces)
+                JSONL {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...]} per line
+                      (Mooncake traces: each hash id names one 512-token block of the prompt; requests that
+                      share a hash id share that block's tokens, so the prefix cache finds them at this
+                      engine's block size, 16 tokens)
                 times are taken relative to the first row; the shared prefix comes on top of each input.
 
 Same spec, same requests: everything comes from one numpy Generator seeded with workload.seed.
@@ -33,6 +36,10 @@ MAX_TRACE_BYTES = 4 * 1024 * 1024  # a trace file is read whole: a few MB bounds
 CSV_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 JSONL_FIELDS = ("timestamp", "input_length", "output_length")
 MAX_TRACE_MS = 1e15  # ~31,700 years in ms: far past any trace, and small enough that ms / 1000 cannot overflow
+# Mooncake's traces hash prompts in blocks of 512 tokens, one hash id each (kvcache-ai/Mooncake, FAST'25 traces)
+MOONCAKE_BLOCK = 512
+MAX_HASH_ID = 2**63 - 1  # ids are non-negative integers; this bounds them to what numpy's seed takes
+HASH_TOKENS_KEY = 0x4D6F6F6E  # seeds a hash id's block tokens apart from the workload's seed ("Moon")
 
 
 class TraceError(ValueError):
@@ -44,15 +51,18 @@ class TraceRow:
     t_s: float  # seconds after the first row
     input_len: int
     output_len: int
+    hash_ids: tuple[int, ...] = ()  # Mooncake: one id per 512-token block of the prompt, in order
 
 
 def make_requests(w: WorkloadSpec, vocab_size: int) -> list[Request]:
     rng = np.random.default_rng(w.seed)
+    hash_ids: list[tuple[int, ...]] = []
     if w.trace is not None:
         rows = load_trace(Path(w.trace))
         arrivals = [r.t_s * 1e6 for r in rows]
         inputs = [r.input_len for r in rows]
         outputs = [r.output_len for r in rows]
+        hash_ids = [r.hash_ids for r in rows]
     else:
         n, r = w.num_requests, w.range_ratio
         inputs = _lengths(rng, w.input_len, r, n, low=1)
@@ -60,12 +70,27 @@ def make_requests(w: WorkloadSpec, vocab_size: int) -> list[Request]:
         arrivals = _arrivals(rng, n, w.request_rate)
     prefix = rng.integers(0, vocab_size, size=w.shared_prefix_len, dtype=np.int64)
     offsets = rng.integers(0, vocab_size, size=len(inputs), dtype=np.int64)
+    blocks: dict[int, np.ndarray] = {}  # hash id -> its 512 tokens, made once
     out = []
     for i, (t, n_in, n_out) in enumerate(zip(arrivals, inputs, outputs, strict=True)):
         own = (offsets[i] + i + np.arange(n_in + n_out, dtype=np.int64)) % vocab_size  # prompt, then outputs
+        if hash_ids and hash_ids[i]:
+            _hashed_blocks(own, n_in, hash_ids[i], blocks, vocab_size)
         ids = np.concatenate([prefix, own]).astype(np.int32)
         out.append(Request(i, float(t), w.shared_prefix_len + n_in, n_out, ids))
     return out
+
+
+def _hashed_blocks(own: np.ndarray, n_in: int, ids: tuple[int, ...], blocks: dict[int, np.ndarray],
+                   vocab_size: int) -> None:
+    """The prompt's 512-token blocks take their hash id's tokens (the last one, cut short, its first tokens), so
+    prompts sharing leading hash ids share those tokens; tokens past the ids stay the request's own."""
+    for j, h in enumerate(ids):
+        start = j * MOONCAKE_BLOCK
+        n = min(MOONCAKE_BLOCK, n_in - start)
+        if h not in blocks:
+            blocks[h] = np.random.default_rng([HASH_TOKENS_KEY, h]).integers(0, vocab_size, MOONCAKE_BLOCK)
+        own[start : start + n] = blocks[h][:n]
 
 
 def _lengths(rng: np.random.Generator, mean: int, r: float, n: int, low: int) -> list[int]:
@@ -94,7 +119,7 @@ def load_trace(path: Path) -> list[TraceRow]:
     if total > MAX_WORKLOAD_TOKENS:
         raise TraceError(f"{path}: {total} tokens in all; the limit is {MAX_WORKLOAD_TOKENS}")
     t0 = rows[0].t_s
-    return [TraceRow(r.t_s - t0, r.input_len, r.output_len) for r in rows]
+    return [TraceRow(r.t_s - t0, r.input_len, r.output_len, r.hash_ids) for r in rows]
 
 
 def read_trace_text(path: Path, limit: int = MAX_TRACE_BYTES) -> str:
@@ -163,8 +188,24 @@ def parse_jsonl(text: str, source: str = "trace") -> list[TraceRow]:
                              f"[0, {MAX_TRACE_MS:g}], got {_shown(t)}")
         n_in = _count(obj["input_length"], source, line, "input_length", low=1)
         n_out = _count(obj["output_length"], source, line, "output_length", low=1)
-        rows.append(_ordered(rows, TraceRow(t / 1000.0, n_in, n_out), source, line, "timestamp"))
+        ids = _hash_ids(obj.get("hash_ids"), n_in, source, line)
+        rows.append(_ordered(rows, TraceRow(t / 1000.0, n_in, n_out, ids), source, line, "timestamp"))
     return rows
+
+
+def _hash_ids(v: object, n_in: int, source: str, line: int) -> tuple[int, ...]:
+    """Mooncake's hash_ids: at most one per 512-token block of the prompt, each an integer in [0, 2^63)."""
+    if v is None:
+        return ()
+    most = -(-n_in // MOONCAKE_BLOCK)
+    if not isinstance(v, list) or len(v) > most:
+        raise TraceError(f"{source}: line {line}, column 'hash_ids': expected a list of at most {most} ids (one per "
+                         f"{MOONCAKE_BLOCK}-token block of input_length {n_in}), got {_shown(v)}")
+    for h in v:
+        if isinstance(h, bool) or not isinstance(h, int) or not 0 <= h <= MAX_HASH_ID:
+            raise TraceError(f"{source}: line {line}, column 'hash_ids': expected integers in [0, {MAX_HASH_ID}], "
+                             f"got {_shown(h)}")
+    return tuple(v)
 
 
 def _time(cell: str, source: str, line: int) -> float:

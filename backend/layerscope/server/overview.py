@@ -57,7 +57,8 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "request": ("t_us", "request_id", "what", "input_len", "output_len", "num_computed_tokens", "num_output_tokens",
                 "frontend_us"),  # the front-of-engine time the client adds to every token (serving.js Request)
     "deployment": ("t_us", "gpu", "num_gpus", "tp", "ep", "moe_tp", "weight_dtype", "kv_dtype",
-                   "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu"),
+                   "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu", "max_num_batched_tokens",
+                   "max_num_seqs", "prefix_caching", "scheduler_source"),  # the card's scheduler row
     "page_alloc": ("t_us", "owner", "phase", "logical", "banks", "slots", "request_id"),
     "page_free": ("t_us", "owner", "banks", "slots", "request_id"),
     "page_migrate": ("t_us", "owner", "from_bank", "from_slot", "to_bank", "to_slot"),

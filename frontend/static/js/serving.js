@@ -194,6 +194,9 @@ export class ServingState {
         this.preemptions += 1;
         r.open("preempted", t);
         break;
+      case "rejected": // longer than max_model_len: vLLM's server answered 400, it never runs
+        r.open("done", t);
+        break;
       case "finished":
         r.open("done", t);
         r.finished = t;

@@ -55,14 +55,14 @@ def test_prefix_hits_share_blocks_and_unused_cached_blocks_are_evicted_lru() -> 
     m = _mgr(banks=1, per_bank=6)
     prefix = list(range(8))  # two full blocks
     a = _req(0, prefix + [70, 71])
-    m.allocate_slots(a, 10)
-    a.num_computed_tokens = 10
-    m.cache_blocks(a)
+    m.allocate_slots(a, 10)  # the blocks its 10 tokens fill are cached at allocation, before they are computed
     assert len(m.cached) == 2 and a.block_hashes[1] == block_hash(a.block_hashes[0], a.token_ids[4:8].tobytes())
+    a.num_computed_tokens = 10
     b = _req(1, prefix + [80, 81, 82])
     hits = m.get_computed_blocks(b)
     assert [(h.bank, h.slot) for h in hits] == [(0, 0), (0, 1)]
     m.allocate_slots(b, 3, hits)
+    m.record_admission(b, 8)
     assert m.block_table(1)[:2] == m.block_table(0)[:2] and hits[0].ref_cnt == 2
     assert m.hit_rate == pytest.approx(8 / 11)  # b asked for its 11 tokens (a was never looked up)
     m.free(a)
@@ -71,19 +71,90 @@ def test_prefix_hits_share_blocks_and_unused_cached_blocks_are_evicted_lru() -> 
     assert list(m.evictable) == [(0, 1), (0, 0)]  # freed tail first: the tail is evicted first
     assert m.pool.num_free == 4  # the two unhashed tail blocks went back to the pool
     c = _req(2, list(range(200, 220)))
-    m.allocate_slots(c, 20)  # 5 blocks: the 4 free slots, then the least recently freed cached block
-    assert m.drain_log()[-1] == ("evict", None, [(0, 1)])
-    assert list(m.cached.values())[0].slot == 0 and m.pool.num_free == 0
+    m.drain_log()
+    m.allocate_slots(c, 20)  # 5 blocks: the queue's head, up to the least recently freed cached block
+    assert m.drain_log() == [("evict", None, [(0, 1)])]
+    assert [blk.slot for same in m.cached.values() for blk in same if blk.ref_cnt == 0] == [0]
+    assert m.pool.num_free == 0
+    m.pool.check()
 
 
 def test_a_request_is_never_served_its_whole_prompt_from_the_cache() -> None:
     m = _mgr(banks=1, per_bank=6)
     a = _req(0, list(range(8)))
     m.allocate_slots(a, 8)
-    a.num_computed_tokens = 8
-    m.cache_blocks(a)
     b = _req(1, list(range(8)))  # the same 8-token prompt: one block hit, the last token computed again
     assert len(m.get_computed_blocks(b)) == 1
+
+
+def test_blocks_a_step_fills_are_hit_by_a_request_admitted_after_it_in_the_same_step() -> None:
+    m = _mgr(banks=2, per_bank=8)
+    prefix = list(range(12))  # three full blocks
+    a = _req(0, prefix + [50])
+    m.allocate_slots(a, 13)  # scheduled, not yet computed
+    b = _req(1, prefix + [60, 61])
+    assert len(m.get_computed_blocks(b)) == 3  # vLLM caches at allocate_slots, not when the step ends
+
+
+def test_duplicate_cached_blocks_are_kept_and_the_first_is_served() -> None:
+    m = _mgr(banks=1, per_bank=8)
+    a = _req(0, list(range(8)))
+    b = _req(1, list(range(8)))
+    m.allocate_slots(a, 8)
+    m.allocate_slots(b, 8)  # computed again without the cache (a prompt's last block is never a hit)
+    h = a.block_hashes[1]
+    assert [(x.bank, x.slot) for x in m.cached[h]] == [(0, 1), (0, 3)]  # both cached, vLLM does not de-duplicate
+    c = _req(2, list(range(8)) + [9, 9, 9, 9, 9])
+    assert [(x.bank, x.slot) for x in m.get_computed_blocks(c)] == [(0, 0), (0, 1)]  # the first of each
+    m.free(a)
+    m.free(b)
+    assert list(m.evictable) == [(0, 1), (0, 0), (0, 3), (0, 2)]  # every copy stays until evicted
+    assert m.drain_log()[1] == ("keep", 0, [(0, 1), (0, 0)])  # a's blocks now belong to the prefix cache
+    m.pool.check()
+
+
+def test_one_free_queue_evicts_a_cached_block_freed_before_a_plain_one() -> None:
+    m = _mgr(banks=1, per_bank=4)
+    a = _req(0, [1, 2, 3, 4])  # one full block: cached
+    b = _req(1, [7, 8, 9])  # a partial block: never cached
+    m.allocate_slots(a, 4)
+    m.allocate_slots(b, 3)
+    m.free(a)
+    m.free(b)
+    assert list(m.allocator.free_queue) == [(0, 2), (0, 3), (0, 0), (0, 1)]
+    m.drain_log()
+    c = _req(2, list(range(100, 112)))
+    m.allocate_slots(c, 12)  # three blocks from the head: the cached one goes although (0, 1) is free
+    assert m.block_table(2) == [(0, 2), (0, 3), (0, 0)]
+    assert m.drain_log() == [("evict", None, [(0, 0)])] and a.block_hashes[0] not in m.cached
+    m.pool.check()
+
+
+def test_a_hit_takes_an_unused_cached_block_out_of_the_free_queue() -> None:
+    m = _mgr(banks=1, per_bank=4)
+    a = _req(0, [1, 2, 3, 4, 5])
+    m.allocate_slots(a, 5)
+    m.free(a)
+    assert (0, 0) in m.allocator.free_queue
+    b = _req(1, [1, 2, 3, 4, 6, 7])
+    hits = m.get_computed_blocks(b)
+    m.allocate_slots(b, 2, hits)
+    assert (0, 0) not in m.allocator.free_queue and not m.evictable and hits[0].ref_cnt == 1
+
+
+def test_prefix_stats_count_admissions_and_keep_preempted_requests_apart() -> None:
+    m = _mgr()
+    a = _req(0, list(range(10)))
+    m.record_admission(a, 8)
+    a.num_preemptions = 1
+    m.record_admission(a, 4)  # re-admitted after a preemption: its own counters
+    s = m.stats
+    assert (s.requests, s.queries, s.hits) == (1, 10, 8)
+    assert (s.preempted_requests, s.preempted_queries, s.preempted_hits) == (1, 10, 4)
+    assert m.hit_rate == pytest.approx(0.8)
+    off = _mgr(caching=False)
+    off.record_admission(a, 0)
+    assert off.stats.requests == 0 and off.hit_rate == 0.0
 
 
 def test_a_multi_block_grant_takes_the_queue_head_in_order_and_a_short_one_changes_nothing() -> None:

@@ -14,6 +14,7 @@ re-fetch moves all layers of a page at once.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -68,6 +69,21 @@ class KVAllocator(ABC):
     def released(self, bank: int, slot: int) -> None:
         """A slot went back to the pool outside the allocator (a serving run's freed block); policies that keep
         their own free list hear of it here."""
+        return None
+
+    def queues_cached_blocks(self, reclaim: Callable[[int, int], bool]) -> bool:
+        """Whether this policy's free list also holds the prefix cache's unused blocks (vLLM's one free queue),
+        evicting one through `reclaim(bank, slot)` when it reaches the head. The article's policies do not: the
+        cache manager evicts for them."""
+        del reclaim
+        return False
+
+    def cached_idle(self, bank: int, slot: int) -> None:
+        """A cached block no request uses any more (a one-queue policy appends it to its queue)."""
+        return None
+
+    def touched(self, bank: int, slot: int) -> None:
+        """An unused cached block was hit again (a one-queue policy takes it out of its queue)."""
         return None
 
     # -- allocation ---------------------------------------------------------------------------

@@ -1,15 +1,31 @@
 """KV cache manager for many requests (vLLM v1's KVCacheManager): block tables, prefix cache, LRU eviction.
 
-    Scheduler ──▶ KVCacheManager ──▶ KVAllocator policy (bank_aware | naive: where a new block goes)
+    Scheduler ──▶ KVCacheManager ──▶ KVAllocator policy (free_queue: vLLM's; bank_aware | naive: the article's)
                   │                      └──▶ BlockPool (banks x slots, owners)
                   ├ req_to_blocks: request id -> [Block]  (its block table; shared prefix blocks appear in many)
-                  ├ cached: block hash -> Block            (full blocks, hash = H(parent hash, block tokens))
-                  └ evictable: cached blocks no request uses, least recently used first
+                  ├ cached: block hash -> [Block]          (full blocks, hash = H(parent hash, block tokens);
+                  │                                          duplicates kept, the first one is served)
+                  └ evictable: cached blocks no request uses, in the order they were freed
+
+vLLM's rules, from vllm/v1/core (kv_cache_manager.py, block_pool.py, kv_cache_utils.py):
+- allocate_slots caches the blocks that the scheduled tokens will fill (KVCacheManager.allocate_slots:
+  num_tokens_to_cache = min(computed + new, num_tokens)), so a request admitted later in the same step hits them.
+- Blocks are not de-duplicated (BlockPool.cache_full_blocks: "We currently don't de-duplicate the blocks in the
+  cache"): two requests that compute the same block each cache theirs; get_cached_block serves the first.
+- One free queue holds never-used and cached-but-unused blocks alike (FreeKVCacheBlockQueue); an allocation takes
+  its head and evicts it from the cache if it was cached (BlockPool.get_new_blocks, _maybe_evict_cached_block), a
+  hit takes a free cached block out of the queue (BlockPool.touch), and a request's blocks join the tail tail
+  first (KVCacheManager.free: "so that the tail blocks are evicted first"). The vLLM runtime's FreeQueueAllocator
+  is that queue; the article's policies keep their own free lists, and cached blocks are evicted least recently
+  freed first when the pool has no free slot left.
+- Prefix cache stats count each admission (PrefixCacheStats.record: requests, queries = the request's tokens,
+  hits = tokens found cached), a preempted request's apart; prefix_cache_hit_rate is hits / queries of requests
+  never preempted, as vllm:prefix_cache_hits / vllm:prefix_cache_queries.
 
 A block's pool owner is the request that allocated it ("req<id>"); once that request lets go of a block
-other requests still use or the prefix cache keeps, the pool records it as "prefix_cache". Failure kinds as
-in vLLM: no room -> `allocate_slots` returns None (the scheduler preempts); a caller's mistake raises
-ValueError; a broken invariant asserts.
+other requests still use or the prefix cache keeps, the pool records it as "prefix_cache" (a "keep" log entry:
+the engine's page_cache event). Failure kinds as in vLLM: no room -> `allocate_slots` returns None (the scheduler
+preempts); a caller's mistake raises ValueError; a broken invariant asserts.
 """
 
 from __future__ import annotations
@@ -17,12 +33,14 @@ from __future__ import annotations
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Literal
 
 from layerscope.runtime.kv.allocator import KVAllocator, Migration
 from layerscope.runtime.request import Request
 
 CACHE_OWNER = "prefix_cache"
 ROOT_HASH = b"layerscope-prefix-root"  # the parent hash of a request's first block (vLLM: NONE_HASH)
+LogKind = Literal["free", "keep", "evict"]
 
 
 @dataclass(eq=False)
@@ -42,9 +60,40 @@ class Allocation:
     evicted: list[tuple[int, int]] = field(default_factory=list)  # (bank, slot) of cached blocks given back
 
 
+@dataclass
+class PrefixCacheStats:
+    """vLLM's PrefixCacheStats (vllm/v1/metrics/stats.py): one record per admission, preempted requests apart."""
+
+    requests: int = 0
+    queries: int = 0  # tokens the admitted requests asked for (vllm:prefix_cache_queries)
+    hits: int = 0  # of those, found in the cache (vllm:prefix_cache_hits)
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
+
+    def record(self, num_tokens: int, num_hits: int, preempted: bool) -> None:
+        if preempted:
+            self.preempted_requests += 1
+            self.preempted_queries += num_tokens
+            self.preempted_hits += num_hits
+        else:
+            self.requests += 1
+            self.queries += num_tokens
+            self.hits += num_hits
+
+
 def block_hash(parent: bytes, tokens: bytes) -> bytes:
     """Hash of a full block: its tokens and its prefix's hash (as vLLM's hash_block_tokens, sha256)."""
     return hashlib.sha256(parent + tokens).digest()
+
+
+def hash_blocks(req: Request, bs: int) -> None:
+    """Hashes of the request's full blocks of known tokens (prompt, then sampled output), kept on the request
+    (vLLM's request.block_hashes)."""
+    hashes = req.block_hashes
+    for i in range(len(hashes), req.num_tokens // bs):
+        parent = hashes[-1] if hashes else ROOT_HASH
+        hashes.append(block_hash(parent, req.token_ids[i * bs : (i + 1) * bs].tobytes()))
 
 
 class KVCacheManager:
@@ -54,13 +103,16 @@ class KVCacheManager:
         self.block_size = block_size
         self.prefix_caching = prefix_caching
         self.req_to_blocks: dict[int, list[Block]] = {}
+        self.num_cached_blocks: dict[int, int] = {}  # leading blocks of a request's table already cached
         self.blocks: dict[tuple[int, int], Block] = {}  # every block some request or the cache holds
-        self.cached: dict[bytes, Block] = {}
+        self.cached: dict[bytes, list[Block]] = {}
         self.evictable: OrderedDict[tuple[int, int], Block] = OrderedDict()
         self.version = 0  # bumps whenever a block table changes
-        self.num_query_tokens = 0  # prefix cache stats, as vLLM's PrefixCacheStats (queries, hits)
-        self.num_hit_tokens = 0
-        self._log: list[tuple[str, int | None, list[tuple[int, int]]]] = []  # ("free" | "evict", request, slots)
+        self.stats = PrefixCacheStats()
+        # the policy's free queue holds the cached blocks too (vLLM's): it evicts them through reclaim
+        self._one_queue = allocator.queues_cached_blocks(self._reclaim)
+        self._evicting: list[tuple[int, int]] = []
+        self._log: list[tuple[LogKind, int | None, list[tuple[int, int]]]] = []  # (kind, request, slots)
 
     # -- queries ---------------------------------------------------------------------------------------------
     def block_table(self, request_id: int) -> list[tuple[int, int]]:
@@ -68,31 +120,35 @@ class KVCacheManager:
 
     @property
     def hit_rate(self) -> float:
-        return self.num_hit_tokens / self.num_query_tokens if self.num_query_tokens else 0.0
+        """vllm:prefix_cache_hits / vllm:prefix_cache_queries (requests never preempted)."""
+        return self.stats.hits / self.stats.queries if self.stats.queries else 0.0
 
     def get_computed_blocks(self, req: Request) -> list[Block]:
-        """The longest run of the request's leading full blocks found in the prefix cache. At least one token
-        is always left to compute (its logits give the next token), as vLLM's max_cache_hit_length."""
+        """The longest run of the request's leading full blocks found in the prefix cache (the first of
+        duplicates, as BlockPool.get_cached_block). At least one token is always left to compute (its logits
+        give the next token), as vLLM's max_cache_hit_length = num_tokens - 1."""
         if not self.prefix_caching:
             return []
-        self._hash_blocks(req)
+        hash_blocks(req, self.block_size)
         hits = []
         for i, h in enumerate(req.block_hashes):
             if (i + 1) * self.block_size > req.num_tokens - 1:
                 break
-            b = self.cached.get(h)
-            if b is None:
+            same = self.cached.get(h)
+            if not same:
                 break
-            hits.append(b)
-        if req.num_preemptions == 0:  # as vLLM, a recomputed request does not count twice
-            self.num_query_tokens += req.num_tokens
-            self.num_hit_tokens += len(hits) * self.block_size
+            hits.append(same[0])
         return hits
+
+    def record_admission(self, req: Request, num_hit_tokens: int) -> None:  # vLLM: record_prefix_cache_stats
+        if self.prefix_caching:
+            self.stats.record(req.num_tokens, num_hit_tokens, req.num_preemptions > 0)
 
     # -- allocation ------------------------------------------------------------------------------------------
     def allocate_slots(self, req: Request, num_new_tokens: int, hits: list[Block] | None = None) -> Allocation | None:
         """Blocks for `num_new_tokens` more tokens of `req` (after `hits`, blocks found in the cache); None
-        when the pool cannot hold them even after evicting every unused cached block."""
+        when the pool cannot hold them even after evicting every unused cached block. The blocks those tokens
+        fill enter the prefix cache now (vLLM: allocate_slots -> cache_blocks)."""
         if num_new_tokens < 1:
             raise ValueError(f"request {req.request_id}: allocate_slots needs >= 1 token, got {num_new_tokens}")
         hits = hits or []
@@ -100,6 +156,7 @@ class KVCacheManager:
         computed = req.num_computed_tokens + len(hits) * self.block_size
         need = -(-(computed + num_new_tokens) // self.block_size) - len(table) - len(hits)
         if need <= 0 and not hits:
+            self.cache_blocks(req, computed + num_new_tokens)
             return Allocation()  # the tokens fit the request's last block: most decode steps
         # cached hits no request uses are evictable: touching them takes them off that list
         reclaimable = sum(1 for b in hits if b.ref_cnt == 0) if hits else 0
@@ -110,102 +167,143 @@ class KVCacheManager:
         for b in hits:
             if b.ref_cnt == 0:
                 del self.evictable[(b.bank, b.slot)]
+                self.allocator.touched(b.bank, b.slot)
             b.ref_cnt += 1
             table.append(b)
         if need > 0:
-            if need > free:
-                out.evicted = self._evict(need - free)
-            owner = f"req{req.request_id}"
-            grant = self.allocator.allocate(owner, need, "prefill" if req.is_prefill else "decode")
-            assert grant is not None, f"{need} blocks for {owner}: the pool counted them free but placed none"
-            for m in grant.migrations:
-                self._moved(m)
-            out.migrations = grant.migrations
-            blocks, new = self.blocks, out.new_blocks
-            for bank, slot in zip(grant.banks, grant.slots, strict=True):
-                b = Block(bank, slot, 1)
-                blocks[(bank, slot)] = b
-                new.append(b)
-            table += new
-        if hits or need > 0:
-            self.version += 1
+            self._new_blocks(req, need, free, out)
+            table += out.new_blocks
+        self.version += 1
+        self.cache_blocks(req, computed + num_new_tokens)
         return out
 
-    def cache_blocks(self, req: Request) -> None:
-        """Full blocks whose tokens are all computed enter the prefix cache (first writer wins)."""
+    def _new_blocks(self, req: Request, need: int, free: int, out: Allocation) -> None:
+        if need > free and not self._one_queue:
+            out.evicted = self._evict(need - free)
+        owner = f"req{req.request_id}"
+        grant = self.allocator.allocate(owner, need, "prefill" if req.is_prefill else "decode")
+        assert grant is not None, f"{need} blocks for {owner}: the pool counted them free but placed none"
+        if self._evicting:  # cached blocks the queue's head handed over (one queue)
+            out.evicted, self._evicting = self._evicting, []
+            self._log.append(("evict", None, out.evicted))
+        for m in grant.migrations:
+            self.evictable = _follow_migration(self.blocks, self.evictable, m)
+        out.migrations = grant.migrations
+        blocks, new = self.blocks, out.new_blocks
+        for bank, slot in zip(grant.banks, grant.slots, strict=True):
+            b = Block(bank, slot, 1)
+            blocks[(bank, slot)] = b
+            new.append(b)
+
+    def cache_blocks(self, req: Request, num_tokens: int) -> None:
+        """The request's full blocks within its first `num_tokens` tokens (capped at the tokens it knows) enter
+        the prefix cache, duplicates included (vLLM: SingleTypeKVCacheManager.cache_blocks)."""
         if not self.prefix_caching:
             return
-        self._hash_blocks(req)
-        table = self.req_to_blocks.get(req.request_id, [])
-        full = min(req.num_computed_tokens // self.block_size, len(req.block_hashes), len(table))
-        for i in range(full):
+        rid = req.request_id
+        table = self.req_to_blocks.get(rid, [])
+        full = min(num_tokens, req.num_tokens) // self.block_size
+        done = self.num_cached_blocks.get(rid, 0)
+        if full <= done:
+            return
+        hash_blocks(req, self.block_size)
+        hashes = req.block_hashes
+        for i in range(done, min(full, len(table))):
             b = table[i]
-            if b.block_hash is None and req.block_hashes[i] not in self.cached:
-                b.block_hash = req.block_hashes[i]
-                self.cached[b.block_hash] = b
+            if b.block_hash is None:
+                b.block_hash = hashes[i]
+                self.cached.setdefault(b.block_hash, []).append(b)
+        self.num_cached_blocks[rid] = min(full, len(table))
 
     def free(self, req: Request) -> list[tuple[int, int]]:
         """The request lets go of its blocks (finished or preempted), tail first so that tail blocks are
         evicted first; returns the (bank, slot) of blocks given back to the pool (the rest stay cached)."""
-        table = self.req_to_blocks.pop(req.request_id, [])
-        owner = f"req{req.request_id}"
-        released = []
+        rid = req.request_id
+        table = self.req_to_blocks.pop(rid, [])
+        self.num_cached_blocks.pop(rid, None)
+        owner = f"req{rid}"
+        released: list[tuple[int, int]] = []
+        kept: list[tuple[int, int]] = []
+        idle: list[Block] = []  # blocks no request uses any more, in eviction order
         for b in reversed(table):
             b.ref_cnt -= 1
             assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
-            if b.ref_cnt == 0 and b.block_hash is None:
-                released.append((b.bank, b.slot))
-                continue
-            if self.pool.owner_name(int(self.pool.owner[b.bank, b.slot])) == owner:
-                self.pool.retag(b.bank, b.slot, CACHE_OWNER, 0)
+            where = (b.bank, b.slot)
             if b.ref_cnt == 0:
-                self.evictable[(b.bank, b.slot)] = b
-        if released:  # given back in one vectorised call, then to the policy in the same order (tail first)
+                idle.append(b)
+                if b.block_hash is None:
+                    released.append(where)
+                    continue
+            if self.pool.owner_name(int(self.pool.owner[where])) == owner:
+                self.pool.retag(b.bank, b.slot, CACHE_OWNER, 0)
+                kept.append(where)
+        if released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
-            for where in released:
+        for b in idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
+            where = (b.bank, b.slot)
+            if b.block_hash is None:
                 self.allocator.released(*where)
                 del self.blocks[where]
+            else:
+                self.evictable[where] = b
+                self.allocator.cached_idle(*where)
         self.allocator.tables.pop(owner, None)
         if table:
             self.version += 1
-        self._log.append(("free", req.request_id, released))
+        self._log.append(("free", rid, released))
+        if kept:
+            self._log.append(("keep", rid, kept))
         return released
 
-    def drain_log(self) -> list[tuple[str, int | None, list[tuple[int, int]]]]:
-        """Slots given back since the last call: ("free", request id, slots) or ("evict", None, slots)."""
+    def drain_log(self) -> list[tuple[LogKind, int | None, list[tuple[int, int]]]]:
+        """Since the last call: ("free" | "keep" | "evict", request or None, slots given back | kept | evicted)."""
         log, self._log = self._log, []
         return log
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _hash_blocks(self, req: Request) -> None:
-        """Hashes of the request's full blocks of known tokens (prompt, then sampled output)."""
-        bs = self.block_size
-        hashes = req.block_hashes
-        for i in range(len(hashes), req.num_tokens // bs):
-            parent = hashes[-1] if hashes else ROOT_HASH
-            hashes.append(block_hash(parent, req.token_ids[i * bs : (i + 1) * bs].tobytes()))
+    def _uncache(self, where: tuple[int, int]) -> Block:
+        """An unused cached block leaves the cache (BlockPool._maybe_evict_cached_block) and the pool."""
+        b = self.evictable.pop(where)
+        assert b.block_hash is not None and b.ref_cnt == 0, f"block {where} evictable but in use or unhashed"
+        same = self.cached[b.block_hash]
+        same.remove(b)
+        if not same:
+            del self.cached[b.block_hash]
+        del self.blocks[where]
+        self.pool.release(*where)
+        return b
+
+    def _reclaim(self, bank: int, slot: int) -> bool:
+        """The one free queue's head is this slot: evict it if it is an unused cached block (not a tenant's)."""
+        if (bank, slot) not in self.evictable:
+            return False
+        self._uncache((bank, slot))
+        self._evicting.append((bank, slot))
+        return True
 
     def _evict(self, n: int) -> list[tuple[int, int]]:
+        """The article's policies: the least recently freed unused cached blocks go back to the pool."""
         out = []
         for _ in range(max(0, n)):
-            where, b = self.evictable.popitem(last=False)
-            assert b.block_hash is not None and b.ref_cnt == 0, f"block {where} evictable but in use or unhashed"
-            del self.cached[b.block_hash]
-            del self.blocks[where]
-            self.pool.release(*where)
+            where = next(iter(self.evictable))
+            self._uncache(where)
             self.allocator.released(*where)
             out.append(where)
         if out:
             self._log.append(("evict", None, out))
         return out
 
-    def _moved(self, m: Migration) -> None:
-        """A policy migrated a page to make room: the block follows its data."""
-        b = self.blocks.pop((m.from_bank, m.from_slot), None)
-        if b is None:
-            return  # another tenant's page
-        b.bank, b.slot = m.to_bank, m.to_slot
-        self.blocks[(b.bank, b.slot)] = b
-        key = (m.from_bank, m.from_slot)
-        if key in self.evictable:
-            self.evictable = OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in self.evictable.items())
+
+def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDict[tuple[int, int], Block],
+                      m: Migration) -> OrderedDict[tuple[int, int], Block]:
+    """A policy migrated a page to make room (bank-aware decode): the block follows its data, keeping its place
+    in the eviction order. Returns the eviction order (rebuilt when the moved block was in it)."""
+    key = (m.from_bank, m.from_slot)
+    b = blocks.pop(key, None)
+    if b is None:
+        return evictable  # another tenant's page
+    b.bank, b.slot = m.to_bank, m.to_slot
+    blocks[(b.bank, b.slot)] = b
+    if key not in evictable:
+        return evictable
+    return OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in evictable.items())

@@ -2,20 +2,25 @@
 allocation takes from its head and a freed block joins its tail, so placement follows the history of frees.
 
     start: address order (slot-major, so consecutive blocks round-robin over banks, as naive.py)
-    take:  head of the queue           free: tail of the queue
+    take:  head of the queue; a cached block there is evicted from the prefix cache first
+           (BlockPool.get_new_blocks -> _maybe_evict_cached_block)
+    free:  tail of the queue, cached blocks no request uses included (BlockPool.free_blocks)
+    hit:   an unused cached block leaves the queue wherever it is (BlockPool.touch -> free_block_queue.remove)
 
-Slots taken behind the queue's back (other tenants) are skipped when they reach the head. An allocation of
-several blocks (a prefill chunk's) takes them from the pool in one vectorised call.
+The queue is an ordered dict (vLLM's is a doubly linked list: O(1) removal from the middle). Slots taken behind
+the queue's back (other tenants) are skipped when they reach the head. An allocation of several blocks (a prefill
+chunk's) takes them from the pool in one vectorised call.
 """
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 
 from layerscope.runtime.kv.allocator import KVAllocator, Migration, PageGrant, Phase
-from layerscope.runtime.kv.block_pool import BlockPool
+from layerscope.runtime.kv.block_pool import FREE, BlockPool
 
 
 class FreeQueueAllocator(KVAllocator):
@@ -23,47 +28,61 @@ class FreeQueueAllocator(KVAllocator):
 
     def __init__(self, pool: BlockPool) -> None:
         super().__init__(pool)
-        self.free_queue: deque[tuple[int, int]] = deque(
-            (a % pool.banks, a // pool.banks) for a in range(pool.num_pages)
+        self.free_queue: OrderedDict[tuple[int, int], None] = OrderedDict(
+            ((a % pool.banks, a // pool.banks), None) for a in range(pool.num_pages)
         )
+        self._reclaim: Callable[[int, int], bool] | None = None
+
+    def queues_cached_blocks(self, reclaim: Callable[[int, int], bool]) -> bool:
+        self._reclaim = reclaim
+        return True
+
+    def _pop(self) -> tuple[int, int] | None:
+        """The queue's head, made free: a cached block there is evicted; another tenant's slot is skipped."""
+        q, owners, reclaim = self.free_queue, self.pool.owner, self._reclaim
+        while q:
+            where = q.popitem(last=False)[0]
+            if owners[where] == FREE or (reclaim is not None and reclaim(*where)):
+                return where
+        return None
 
     def _place(self, owner: str, logical: int, phase: Phase) -> tuple[int, int, list[Migration]] | None:
-        q, owners = self.free_queue, self.pool.owner
-        while q:
-            bank, slot = q.popleft()
-            if owners[bank, slot] == -1:
-                return bank, slot, []
-        return None
+        where = self._pop()
+        return None if where is None else (where[0], where[1], [])
 
     def allocate(self, owner: str, n: int, phase: Phase) -> PageGrant | None:
         if self.hints.get(owner) or n < 1:
             return super().allocate(owner, n, phase)
-        q, owners = self.free_queue, self.pool.owner
         if n == 1:  # a decode's next block, most allocations of a serving run: the base loop without its bookkeeping
             table = self.table(owner)
-            placed = self._place(owner, len(table), phase)
-            if placed is None:
+            where = self._pop()
+            if where is None:
                 return None
-            bank, slot, _ = placed
+            bank, slot = where
             self.pool.take(owner, bank, slot, len(table))
-            table.append((bank, slot))
+            table.append(where)
             return PageGrant(logical=[len(table) - 1], banks=[bank], slots=[slot])
-        banks: list[int] = []
-        slots: list[int] = []
-        while q and len(banks) < n:
-            bank, slot = q.popleft()
-            if owners[bank, slot] == -1:
-                banks.append(bank)
-                slots.append(slot)
-        if len(banks) < n:  # nothing changes: the blocks go back to the head of the queue, in order
-            q.extendleft(reversed(list(zip(banks, slots, strict=True))))
+        taken: list[tuple[int, int]] = []
+        while len(taken) < n and (where := self._pop()) is not None:
+            taken.append(where)
+        if len(taken) < n:  # nothing changes: the blocks go back to the head of the queue, in order
+            for where in reversed(taken):
+                self.free_queue[where] = None
+                self.free_queue.move_to_end(where, last=False)
             return None
+        banks, slots = [b for b, _ in taken], [s for _, s in taken]
         table = self.table(owner)
         first = len(table)
         logical = list(range(first, first + n))
         self.pool.take_many(owner, np.asarray(banks), np.asarray(slots), np.asarray(logical))
-        table += zip(banks, slots, strict=True)
+        table += taken
         return PageGrant(logical=logical, banks=banks, slots=slots)
 
     def released(self, bank: int, slot: int) -> None:
-        self.free_queue.append((bank, slot))
+        self.free_queue[(bank, slot)] = None  # the tail (a slot leaves the queue whenever it is taken)
+
+    def cached_idle(self, bank: int, slot: int) -> None:
+        self.free_queue[(bank, slot)] = None
+
+    def touched(self, bank: int, slot: int) -> None:
+        self.free_queue.pop((bank, slot), None)
