@@ -118,6 +118,7 @@ class PageCacheEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int
+    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class AllocFailEvent(_Event):

@@ -373,9 +373,10 @@ class ScenarioSpec(Strict):
         the CLI and the server say so."""
         if self.deployment is not None or (self.workload is not None and self.free_hbm_gib is not None
                                            and self.runtime == "vllm"):
+            lim = self.scheduler_limits  # vLLM's defaults for the GPU where the scenario leaves them null
             check_fits(PRESETS[self.model], gpu_preset(self.gpu), self.runtime, self.deployment, self.free_hbm_gib,
-                       serving=self.workload is not None, max_num_batched_tokens=self.scheduler.max_num_batched_tokens,
-                       max_num_seqs=self.scheduler.max_num_seqs)
+                       serving=self.workload is not None, max_num_batched_tokens=lim.max_num_batched_tokens,
+                       max_num_seqs=lim.max_num_seqs)
         return self
 
     @model_validator(mode="after")

@@ -15,6 +15,7 @@ timeline draws its first layer's kernels from start_us. Same spec and seed, the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -34,6 +35,7 @@ from layerscope.runtime.request import Request
 from layerscope.runtime.sched_interface import SchedulerInterface, SchedulerOutput, StepResult
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler
 from layerscope.runtime.serving_shadow import ServingShadow
+from layerscope.runtime.timing import Timing
 from layerscope.scenario import ScenarioSpec
 
 BANKS_EVERY = 8  # steps between bank snapshots (a snapshot scans the pool; a step is ~0.1 s of model time)
@@ -88,6 +90,24 @@ def max_step_tokens(spec: ScenarioSpec) -> int:
     return spec.scheduler_limits.max_num_batched_tokens
 
 
+def make_scheduler(spec: ScenarioSpec, cache: KVCacheManager, free_bytes: Callable[[], float]) -> SchedulerInterface:
+    """vLLM's scheduler with this GPU's limits, or the article's chunk policy (its chunk shrinks as HBM fills)."""
+    lim = spec.scheduler_limits
+    if spec.runtime == "article":
+        chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib, cache.block_size)
+        return ArticleScheduler(cache, chunks, lim.max_num_seqs, free_bytes)
+    return Scheduler(cache, lim.max_num_batched_tokens, lim.max_num_seqs, lim.long_prefill_token_threshold,
+                     spec.scheduler.enable_chunked_prefill)
+
+
+def memo_sum(sums: dict[int, tuple[list[Kernel], float]], kernels: list[Kernel], timing: Timing) -> float:
+    """The kernels' time, memoised by the list: a sharded plan hands back the same list for the same step shape."""
+    hit = sums.get(id(kernels))
+    if hit is None or hit[0] is not kernels:
+        hit = sums[id(kernels)] = (kernels, sum(timing.cost(k).time_us for k in kernels))
+    return hit[1]
+
+
 class ServingInstance(Instance):
     """A summary-only run's recorder keeps no events: the serving metrics are fed as its steps finish
     (ServingMetrics, the same replay the events feed), so its summary is the full run's, figure for figure
@@ -106,14 +126,7 @@ class ServingInstance(Instance):
         allocator = self.kv.allocator if spec.runtime == "article" else FreeQueueAllocator(self.kv.pool)
         self.allocator_name = allocator.name
         self.cache = KVCacheManager(allocator, self.page_size, spec.scheduler.prefix_caching)
-        lim = self.limits
-        chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib, self.page_size)
-        self.scheduler: SchedulerInterface = (
-            ArticleScheduler(self.cache, chunks, lim.max_num_seqs, self.free_bytes)
-            if spec.runtime == "article"
-            else Scheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs, lim.long_prefill_token_threshold,
-                           spec.scheduler.enable_chunked_prefill)
-        )
+        self.scheduler = make_scheduler(spec, self.cache, self.free_bytes)
         self.requests: list[Request] = []
         self.shadow: ServingShadow | None = None
         self._ahead = spec.deployment is not None and spec.deployment.async_scheduling
@@ -155,9 +168,8 @@ class ServingInstance(Instance):
         return lagged_arrival(self._ahead, self.scheduler.has_unfinished(), self._step_start, t)
 
     def receive(self, req: Request, t: float) -> bool:
-        """The client sent a request at t; False: refused. One longer than max_model_len is answered at once with
-        vLLM's 400 ("This model's maximum context length is ... tokens", OpenAIServing._validate_input): a
-        `rejected` event, and the client's slot is free again."""
+        """The client sent a request at t; False: refused, as vLLM's server answers one longer than max_model_len
+        with a 400 ("This model's maximum context length is ... tokens", OpenAIServing._validate_input)."""
         rejected = too_long(req, self.limits.max_model_len)
         frontend_us = self.frontend.total_us(req.input_len)
         if self.metrics is not None:
@@ -169,10 +181,9 @@ class ServingInstance(Instance):
             self.recorder.request(req, "arrive", t, frontend_us)
             if rejected:
                 self.recorder.request(req, "rejected", t)
-        if rejected:
-            return False
-        self.scheduler.add_request(req)
-        return True
+        if not rejected:
+            self.scheduler.add_request(req)
+        return not rejected
 
     def step(self, t: float) -> tuple[float, int]:
         out = self.scheduler.schedule()
@@ -251,11 +262,7 @@ class ServingInstance(Instance):
         return once_us
 
     def _outside_us(self, outside: list[Kernel]) -> float:
-        """The outside-layer kernels' time; a sharded plan hands back the same list for the same step shape."""
-        hit = self._outside_sums.get(id(outside))
-        if hit is None or hit[0] is not outside:
-            hit = self._outside_sums[id(outside)] = (outside, sum(self.timing.cost(k).time_us for k in outside))
-        return hit[1]
+        return memo_sum(self._outside_sums, outside, self.timing)
 
     def _migration(self, m: Migration, t: float) -> float:
         """A page moved to make room (bank-aware decode): its time."""
