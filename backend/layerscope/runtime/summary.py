@@ -109,7 +109,9 @@ def _shares(phase: str, costs: list[KernelCost]) -> dict[str, float]:
 def serving_summary(instances: list[ServingInstance], metrics: dict[str, float | int],
                     requests: list[Request]) -> dict[str, float | int | bool | str]:
     """A serving run's figures: the client's metrics (metrics.py), then the engine's, over its instances (counts
-    summed, maxima taken; the prefix-cache hit rate is each instance's, averaged)."""
+    summed, maxima taken; the prefix-cache hit rate is the instances' hits over their queries)."""
+    queries = sum(inst.cache.stats.queries for inst in instances)
+    hits = sum(inst.cache.stats.hits for inst in instances)
     first, spec = instances[0], instances[0].spec
     layer_us = [x for inst in instances for x in inst.stats.layer_us]
     layer = np.asarray(layer_us) if layer_us else np.zeros(1)
@@ -125,10 +127,10 @@ def serving_summary(instances: list[ServingInstance], metrics: dict[str, float |
     out.update(metrics)
     out.update(first.frontend.summary([r.input_len for r in requests]))
     out.update({
-        "prefix_cache_hit_rate": round(sum(inst.cache.hit_rate for inst in instances) / len(instances), 4),
         # vLLM's counters (vllm:prefix_cache_queries / vllm:prefix_cache_hits): tokens of never-preempted admissions
-        "prefix_cache_queries": sum(inst.cache.stats.queries for inst in instances),
-        "prefix_cache_hits": sum(inst.cache.stats.hits for inst in instances),
+        "prefix_cache_hit_rate": round(hits / queries, 4) if queries else 0.0,
+        "prefix_cache_queries": queries,
+        "prefix_cache_hits": hits,
         "num_steps": sum(inst.num_steps for inst in instances),
         "max_step_tokens": max(st.max_step_tokens for st in stats),
         "max_step_seqs": max(st.max_step_seqs for st in stats),
