@@ -377,6 +377,9 @@ def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec |
     if dep is not None:
         if runtime != "vllm":
             raise DeploymentError("a deployment shards the real model: it needs runtime vllm")
+        if dep.replicas > 1 and not serving:
+            raise DeploymentError(f"field 'deployment.replicas': {dep.replicas} replicas serve a workload; the "
+                                  "one-request shorthand (prompt_len, decode_steps) runs on one engine")
         place(model, gpu, dep, max_num_batched_tokens, max_num_seqs)
     check_free_hbm(model, gpu, runtime, dep, free_hbm_gib, serving)
 

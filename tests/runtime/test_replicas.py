@@ -22,7 +22,7 @@ def _spec(replicas: int, router: str = "round_robin", tp: int = 1, **workload: A
 
 
 def test_each_replica_is_its_own_instance_with_its_own_pool_and_scheduler() -> None:
-    instances, route = build_instances(_spec(4), [], None)
+    instances, route = build_instances(_spec(4), [])
     assert [inst.recorder.instance for inst in instances] == [0, 1, 2, 3]
     assert len({id(inst.kv.pool) for inst in instances}) == 4
     assert len({id(inst.scheduler) for inst in instances}) == 4
@@ -60,3 +60,30 @@ def test_one_replica_runs_without_a_router() -> None:
     other = simulate(_spec(1, "prefix_cache_aware"))
     assert [e.model_dump_json() for e in one.events] == [e.model_dump_json() for e in other.events]
     assert {e.instance for e in one.events if hasattr(e, "instance")} == {0}
+
+
+def test_per_replica_figures_sum_to_the_overall_counts() -> None:
+    r = simulate(_spec(3, "least_outstanding_requests", shared_prefix_len=64, num_requests=24))
+    s = r.summary
+    assert s["replicas"] == 3 and s["router"] == "least_outstanding_requests"
+    for key in ("completed", "failed", "total_output_tokens", "num_preemptions", "prefix_cache_queries",
+                "prefix_cache_hits", "num_steps"):
+        assert sum(s[f"replica{i}_{key}"] for i in range(3)) == s[key], key  # type: ignore[misc]
+    assert s["completed"] == 24
+    assert [s[f"replica{i}_gpus"] for i in range(3)] == ["0", "1", "2"]
+    assert "replica3_completed" not in s
+
+
+def test_a_summary_only_run_of_replicas_has_the_full_runs_figures() -> None:
+    spec = _spec(2, "prefix_cache_aware", shared_prefix_len=64)
+    assert simulate(spec, summary_only=True).summary == simulate(spec).summary
+
+
+def test_one_replica_adds_no_replica_figures() -> None:
+    assert not any(k.startswith(("replica", "router")) for k in simulate(_spec(1)).summary)
+
+
+def test_replicas_are_refused_on_the_one_request_shorthand() -> None:
+    with pytest.raises(ValidationError, match="'deployment.replicas': 2 replicas serve a workload"):
+        ScenarioSpec.model_validate({"model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h200", "prompt_len": 64,
+                                     "decode_steps": 2, "deployment": {"replicas": 2}})

@@ -25,11 +25,11 @@ from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
-from layerscope.runtime.metrics import ServingMetrics, serving_metrics
+from layerscope.runtime.metrics import merged, serving_metrics
 from layerscope.runtime.recorder import Recorder
-from layerscope.runtime.replicas import build_instances
+from layerscope.runtime.replicas import build_instances, replica_metrics
 from layerscope.runtime.request_run import RequestInstance
-from layerscope.runtime.summary import request_summary, serving_summary
+from layerscope.runtime.summary import replicas_summary, request_summary, serving_summary
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
 
@@ -71,8 +71,7 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     """A workload's run: its client, the deployment's serving instances (runtime/replicas.py) and its route."""
     assert spec.workload is not None
     events: list[Any] | None = None if summary_only else []
-    metrics = ServingMetrics() if summary_only else None
-    instances, route = build_instances(spec, events, metrics)
+    instances, route = build_instances(spec, events)
     first = instances[0]
     requests = make_requests(spec.workload, first.model.vocab_size)
     for instance in instances:
@@ -81,12 +80,15 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
                 events=events)
     loop.run()
     t = max(loop.end_us)
+    if events is not None:
+        events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
+    figures = serving_metrics(events) if events is not None else \
+        merged([inst.metrics for inst in instances if inst.metrics is not None]).figures()
+    summary = serving_summary(instances, figures, requests)
+    if len(instances) > 1:
+        summary.update(replicas_summary(instances, replica_metrics(instances, events), route))
     if events is None:
-        assert metrics is not None
-        summary = serving_summary(instances, metrics.figures(), requests)
         return _result(spec, first, [SummaryEvent(t_us=t, figures=summary)], summary)
-    events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
-    summary = serving_summary(instances, serving_metrics(events), requests)
     events.append(SummaryEvent(t_us=t, figures=summary))
     _promote_to_oldest_generation()
     return _result(spec, first, events, summary)

@@ -11,7 +11,7 @@ Without a deployment, or with replicas 1, it is the one instance and the route t
 from __future__ import annotations
 
 from layerscope.runtime.loop import Route
-from layerscope.runtime.metrics import ServingMetrics
+from layerscope.runtime.metrics import ServingMetrics, serving_metrics
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.router import make_route
 from layerscope.runtime.serving import ServingInstance
@@ -22,10 +22,11 @@ def num_replicas(spec: ScenarioSpec) -> int:
     return spec.deployment.replicas if spec.deployment is not None else 1
 
 
-def build_instances(spec: ScenarioSpec, events: list[object] | None,
-                    metrics: ServingMetrics | None) -> tuple[list[ServingInstance], Route]:
-    """The run's serving instances, all appending to `events` (None: a summary-only run feeding `metrics`)."""
-    instances = [ServingInstance(spec, Recorder(events, instance=i, metrics=metrics))
+def build_instances(spec: ScenarioSpec, events: list[object] | None) -> tuple[list[ServingInstance], Route]:
+    """The run's serving instances, all appending to `events`; None: a summary-only run, where each instance feeds
+    its own ServingMetrics (its `metrics`; metrics.merged gives the run's)."""
+    instances = [ServingInstance(spec, Recorder(events, instance=i, metrics=ServingMetrics() if events is None
+                                                else None))
                  for i in range(num_replicas(spec))]
     if len(instances) == 1:
         return instances, lambda req: 0
@@ -33,3 +34,10 @@ def build_instances(spec: ScenarioSpec, events: list[object] | None,
     assert spec.deployment is not None
     route = make_route(spec.deployment.router, instances, first.page_size, first.kv.pool.num_pages)
     return instances, route
+
+
+def replica_metrics(instances: list[ServingInstance], events: list[object] | None) -> list[dict[str, float | int]]:
+    """Each replica's `vllm bench serve` figures: from its own events, or its own ServingMetrics."""
+    if events is None:
+        return [inst.metrics.figures() for inst in instances if inst.metrics is not None]
+    return [serving_metrics(e for e in events if getattr(e, "instance", 0) == i) for i in range(len(instances))]

@@ -144,3 +144,30 @@ def serving_summary(instances: list[ServingInstance], metrics: dict[str, float |
     })
     out.update(deployment_summary(spec, first.placement))
     return out
+
+
+REPLICA_FIGURES = ("completed", "failed", "total_output_tokens", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                   "p99_tpot_ms", "mean_e2el_ms", "num_preemptions")  # of each replica's `vllm bench serve` figures
+
+
+def replicas_summary(instances: list[ServingInstance], metrics: list[dict[str, float | int]],
+                     route: object) -> dict[str, float | int | bool | str]:
+    """A deployment of several replicas: each one's figures as replica<i>_<figure> (the serving figures' names, as
+    vLLM labels its metrics per engine), and the router's counts (runtime/router.py)."""
+    dep = instances[0].spec.deployment
+    assert dep is not None
+    out: dict[str, float | int | bool | str] = {"replicas": len(instances), "router": dep.router}
+    for i, (inst, figures) in enumerate(zip(instances, metrics, strict=True)):
+        stats = inst.cache.stats
+        out.update({f"replica{i}_{k}": figures[k] for k in REPLICA_FIGURES})
+        out.update({
+            f"replica{i}_prefix_cache_hit_rate": round(inst.cache.hit_rate, 4),
+            f"replica{i}_prefix_cache_queries": stats.queries,
+            f"replica{i}_prefix_cache_hits": stats.hits,
+            f"replica{i}_num_steps": inst.num_steps,
+            f"replica{i}_gpus": ",".join(str(g) for g in dep.replica_gpus(i)),
+        })
+    for name in ("cache_routed", "balance_routed"):  # prefix_cache_aware's: matched a tree / sent to the emptiest
+        if hasattr(route, name):
+            out[f"router_{name}"] = getattr(route, name)
+    return out
