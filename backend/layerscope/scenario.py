@@ -12,7 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_serializer,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from layerscope.deployment import DeploymentSpec, check_fits
 from layerscope.hardware.gpus import GpuName
@@ -146,6 +156,12 @@ class WorkloadSpec(Strict):
     trace: str | None = Field(
         None, max_length=4096, description="CSV (Azure) or JSONL (Mooncake) trace of request sizes; CLI only"
     )
+    # issue 20 (replicas behind a router): several shared prefixes, what a prefix-aware router keys on
+    num_prefixes: int = Field(
+        1, ge=1, le=1024, description="distinct shared prefixes of shared_prefix_len tokens, the requests spread "
+        "evenly over them in a seeded order (vllm bench serve --dataset-name prefix_repetition "
+        "--prefix-repetition-num-prefixes)"
+    )
     routing: str = Field(
         DEFAULT_ROUTING, max_length=200,
         description="how tokens spread over the experts: uniform, balanced, power_law:ALPHA or file:NAME.json "
@@ -170,6 +186,20 @@ class WorkloadSpec(Strict):
             return check_routing(v)  # a count file is read when the run starts, not on every validation
         except RoutingError as e:
             raise ValueError(str(e)) from None
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """num_prefixes left out at its default, so recordings of one-prefix workloads stay as they were."""
+        out: dict[str, Any] = handler(self)
+        if self.num_prefixes == 1:
+            out.pop("num_prefixes", None)
+        return out
+
+    @model_validator(mode="after")
+    def _prefixes_have_a_length(self) -> WorkloadSpec:
+        if self.num_prefixes > 1 and self.shared_prefix_len == 0:
+            raise ValueError(f"num_prefixes={self.num_prefixes} needs shared_prefix_len > 0 (the prefixes' length)")
+        return self
 
     @model_validator(mode="after")
     def _bounded_tokens(self) -> WorkloadSpec:

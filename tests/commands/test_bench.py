@@ -101,3 +101,17 @@ def test_bench_routing_flag_sets_the_workloads_routing(capsys: pytest.CaptureFix
     assert tpot["balanced"] < tpot["uniform"]
     assert main([*args, "--routing", "zipf"]) == 2
     assert "choose uniform, balanced, power_law:ALPHA" in capsys.readouterr().err
+
+
+def test_bench_with_replicas_reports_each_one(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "--model", "qwen3-30b-a3b", "--tp", "1", "--random-input-len", "256", "--random-output-len",
+            "8", "--num-prompts", "12", "--replicas", "3", "--router", "round_robin"]
+    assert main([*args, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["replicas"] == 3 and out["router"] == "round_robin"
+    assert [out[f"replica{i}_completed"] for i in range(3)] == [4, 4, 4]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "Replicas (round_robin)" in text and "\n2       2 " in text
+    assert main([*args[:-4], "--replicas", "9"]) == 2
+    assert "need 9 GPUs; the deployment has 8" in capsys.readouterr().err

@@ -46,3 +46,20 @@ def test_topology_of_a_deployment_shows_its_collectives(capsys: pytest.CaptureFi
         nodes = {n["id"]: n for n in topo[phase]["nodes"]}
         assert nodes["attn_all_reduce"]["kernels"] == ["all_reduce"]
         assert nodes["moe_all_reduce"]["kind"] == "collective" and nodes["moe_all_reduce"]["bound"] == "latency"
+
+
+def test_plan_draws_the_node_with_its_replicas(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", "qwen3-30b-a3b", "--tp", "4", "--replicas", "2", "--router",
+                 "least_outstanding_requests", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["replicas"] == 2 and out["router"] == "least_outstanding_requests"
+    assert out["replica_gpus"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert out["kv_tokens_all_replicas"] == 2 * out["per_gpu"]["kv_tokens"]
+    assert main(["plan", "--model", "qwen3-30b-a3b", "--tp", "1", "--replicas", "8"]) == 0
+    assert "8 replicas behind a round_robin router on 8 of 8 GPUs (0: GPU 0," in capsys.readouterr().out
+
+
+def test_plan_refuses_replicas_past_the_node(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--model", "qwen3-30b-a3b", "--tp", "4", "--replicas", "3"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "replicas=3 x 4 GPUs each (tp=4) need 12 GPUs; the deployment has 8" in err

@@ -52,3 +52,17 @@ def test_sweep_without_a_grid_runs_the_presets_grid(capsys: pytest.CaptureFixtur
     out = json.loads(capsys.readouterr().out)
     assert out["grid"] == {"chunk_size": [1024, 2048, 4096, 8192]}
     assert [p["summary"]["num_chunks"] for p in out["points"]] == [8, 4, 2, 1]
+
+
+def test_a_grid_over_replicas_names_the_refused_points(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(yaml.safe_dump({"name": "r", "model": "qwen3-30b-a3b", "gpu": "h200", "runtime": "vllm",
+                                    "deployment": {"tp": 2},
+                                    "workload": {"num_requests": 8, "input_len": 128, "output_len": 4}}))
+    assert main(["sweep", str(path), "--grid", "deployment.replicas=1,2,4,8", "--json"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    assert [p["summary"].get("replicas", 1) for p in points[:3]] == [1, 2, 4]
+    assert "replicas=8 x 2 GPUs each (tp=2) need 16 GPUs" in points[3]["error"]
+    one, two = points[0], points[1]  # throughput per GPU divides by every replica's GPUs
+    assert two["output_throughput_per_gpu"] == round(two["summary"]["output_throughput"] / 4, 3)
+    assert one["output_throughput_per_gpu"] == round(one["summary"]["output_throughput"] / 2, 3)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from layerscope.paths import scenarios_dir
 from layerscope.runtime.engine import simulate
@@ -143,3 +145,17 @@ def test_hash_ids_drive_prefix_reuse_in_the_engine(tmp_path: Path) -> None:
     base["workload"] = {"trace": str(plain)}
     r = simulate(ScenarioSpec.model_validate(base))
     assert all(e.num_computed_tokens == 0 for e in r.events if e.kind == "request" and e.what == "scheduled")
+
+
+def test_num_prefixes_spreads_the_requests_evenly_over_distinct_prefixes() -> None:
+    w = WorkloadSpec(num_requests=12, input_len=20, output_len=2, shared_prefix_len=8, num_prefixes=3)
+    reqs = make_requests(w, 5000)
+    heads = Counter(r.token_ids[:8].tobytes() for r in reqs)
+    assert sorted(heads.values()) == [4, 4, 4]
+    assert [r.token_ids[:8].tobytes() for r in reqs[:3]] != [reqs[0].token_ids[:8].tobytes()] * 3  # shuffled
+    one = WorkloadSpec(num_requests=12, input_len=20, output_len=2, shared_prefix_len=8)
+    first = make_requests(one, 5000)
+    assert all(r.token_ids[:8].tobytes() == first[0].token_ids[:8].tobytes() for r in first)
+    assert "num_prefixes" not in one.model_dump() and w.model_dump()["num_prefixes"] == 3
+    with pytest.raises(ValidationError, match="num_prefixes=3 needs shared_prefix_len > 0"):
+        WorkloadSpec(num_prefixes=3)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from layerscope.bench import (
     COMPARED,
@@ -16,6 +16,7 @@ from layerscope.bench import (
     parse_metrics,
     result_block,
 )
+from layerscope.deployment import RouterName
 from layerscope.hardware.gpus import GPUS
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
@@ -37,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=int, default=None, help="expert parallel size; MoE tensor parallel is tp / ep")
     p.add_argument("--weight-dtype", choices=("bf16", "fp8"), default=None)
     p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default=None)
+    p.add_argument("--replicas", type=int, default=None, help="engines of this shape on the node, behind a router")
+    p.add_argument("--router", choices=get_args(RouterName), default=None,
+                   help="how the router in front of the replicas picks one (default round_robin)")
     p.add_argument("--engine", choices=("vllm", "sglang"), default=None,
                    help="the engine imitated: its tokenizer, HTTP and SSE latency in TTFT (default vllm)")
     p.add_argument("--random-input-len", type=int, default=None, help="prompt tokens (vLLM default 1024)")
@@ -65,7 +69,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
         if getattr(args, flag) is not None:
             over[field] = getattr(args, flag)
     dep = base.deployment.model_dump() if base.deployment is not None else {"tp": 8}
-    for flag in ("tp", "ep", "weight_dtype", "kv_dtype", "engine"):
+    for flag in ("tp", "ep", "weight_dtype", "kv_dtype", "engine", "replicas", "router"):
         if getattr(args, flag) is not None:
             dep[flag] = getattr(args, flag)
     over["deployment"] = dep
@@ -103,6 +107,8 @@ def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
         "engine": spec.deployment.engine,
     }
     out.update({k: summary[k] for k in RESULT_KEYS if k in summary})
+    if spec.deployment.replicas > 1:  # the router's replicas, each one's figures (runtime/summary.py)
+        out.update({k: v for k, v in summary.items() if k.startswith(("replica", "router"))})
     return out
 
 
@@ -117,6 +123,19 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(result_block(result, ",".join(metrics)))
+    if spec.deployment is not None and spec.deployment.replicas > 1:
+        print(replicas_block(result, spec.deployment.replicas))
     if measured is not None:
         print(comparison_block(compare(measured, result), args.compare_to))
     return 0
+
+
+def replicas_block(result: dict[str, Any], n: int) -> str:
+    """One line per replica under the result block: what the router sent it and how it served them."""
+    title = f" Replicas ({result['router']}) "
+    lines = [f"{title:=^50}",
+             f"{'replica':<8}{'GPUs':<10}{'completed':>10}{'mean TTFT ms':>14}{'prefix hit':>12}"]
+    for i in range(n):
+        lines.append(f"{i:<8}{result[f'replica{i}_gpus']:<10}{result[f'replica{i}_completed']:>10}"
+                     f"{result[f'replica{i}_mean_ttft_ms']:>14.2f}{result[f'replica{i}_prefix_cache_hit_rate']:>12.2%}")
+    return "\n".join(lines)

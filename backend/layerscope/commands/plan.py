@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import get_args
 
-from layerscope.deployment import MAX_NUM_SEQS, DeploymentSpec, Placement, place, shard
+from layerscope.deployment import MAX_NUM_SEQS, DeploymentSpec, Placement, RouterName, place, shard
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
 from layerscope.scenario import format_validation_error
@@ -25,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="the profile run's token count")
     p.add_argument("--max-num-seqs", type=int, default=MAX_NUM_SEQS, help="the sampler's profile run")
     p.add_argument("--no-cuda-graphs", action="store_true", help="vLLM --enforce-eager: no graph pool")
+    p.add_argument("--replicas", type=int, default=1, help="engines of this shape on the node, behind a router")
+    p.add_argument("--router", choices=get_args(RouterName), default="round_robin",
+                   help="how the router in front of the replicas picks one (runtime/router.py)")
     p.add_argument("--json", action="store_true", help="print JSON instead of the log lines")
 
 
@@ -34,7 +38,7 @@ def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
     try:
         return DeploymentSpec(tp=args.tp, ep=args.ep, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                               gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-                              cuda_graphs=not args.no_cuda_graphs)
+                              cuda_graphs=not args.no_cuda_graphs, replicas=args.replicas, router=args.router)
     except ValidationError as e:
         raise ValueError(format_validation_error(e, "deployment")) from None
 
@@ -63,7 +67,16 @@ def plan(args: argparse.Namespace) -> tuple[DeploymentSpec, Placement, dict]:
                   "moe_intermediate_size": local.moe_intermediate_size, "vocab": local.vocab_size},
         "per_gpu": p.per_gpu(),
     }
+    if dep.replicas > 1:
+        out.update(replicas_plan(dep, p))
     return dep, p, out
+
+
+def replicas_plan(dep: DeploymentSpec, p: Placement) -> dict:
+    """The node with its replicas: each one's GPUs, and the KV tokens of all of them."""
+    return {"replicas": dep.replicas, "router": dep.router, "gpus_on_node": dep.gpus_available,
+            "replica_gpus": [dep.replica_gpus(i) for i in range(dep.replicas)],
+            "kv_tokens_all_replicas": p.kv_tokens * dep.replicas}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,4 +99,9 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"(KV cache: {p.kv_bytes_per_token:,.0f} bytes per token per GPU over {p.kv_blocks:,} blocks of 16; "
           "constants and their sources: runtime/deployment.py)")
+    if dep.replicas > 1:
+        groups = ", ".join(f"{i}: GPUs {g[0]}-{g[-1]}" if len(g) > 1 else f"{i}: GPU {g[0]}"
+                           for i, g in enumerate(out["replica_gpus"]))
+        print(f"{dep.replicas} replicas behind a {dep.router} router on {dep.replicas * p.num_gpus} of "
+              f"{out['gpus_on_node']} GPUs ({groups}); {out['kv_tokens_all_replicas']:,} KV tokens in all")
     return 0

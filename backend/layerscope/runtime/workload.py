@@ -1,7 +1,7 @@
 """The workload: requests with arrival times, lengths and token ids, from `vllm bench serve` semantics or a trace.
 
     synthetic   like `--dataset-name random`: lengths uniform in [L(1-r), L(1+r)] (output at least 1), the
-                shared prefix of `shared_prefix_len` tokens before each prompt, token ids
+                shared prefix of `shared_prefix_len` tokens before each prompt (one of `num_prefixes`), token ids
                 (offset_i + i + j) mod vocab after it; arrivals all at t=0 (request_rate inf) or Poisson
                 (exponential gaps of mean 1/rate, as the benchmark's gamma with burstiness 1)
     trace       CSV   TIMESTAMP,ContextTokens,GeneratedTokens  (Azure LLM inference traces; TIMESTAMP a date
@@ -70,15 +70,28 @@ def make_requests(w: WorkloadSpec, vocab_size: int) -> list[Request]:
         arrivals = _arrivals(rng, n, w.request_rate)
     prefix = rng.integers(0, vocab_size, size=w.shared_prefix_len, dtype=np.int64)
     offsets = rng.integers(0, vocab_size, size=len(inputs), dtype=np.int64)
+    prefixes = _more_prefixes(rng, w, prefix, vocab_size, len(inputs))
     blocks: dict[int, np.ndarray] = {}  # hash id -> its 512 tokens, made once
     out = []
     for i, (t, n_in, n_out) in enumerate(zip(arrivals, inputs, outputs, strict=True)):
         own = (offsets[i] + i + np.arange(n_in + n_out, dtype=np.int64)) % vocab_size  # prompt, then outputs
         if hash_ids and hash_ids[i]:
             _hashed_blocks(own, n_in, hash_ids[i], blocks, vocab_size)
-        ids = np.concatenate([prefix, own]).astype(np.int32)
+        ids = np.concatenate([prefixes[i] if prefixes else prefix, own]).astype(np.int32)
         out.append(Request(i, float(t), w.shared_prefix_len + n_in, n_out, ids))
     return out
+
+
+def _more_prefixes(rng: np.random.Generator, w: WorkloadSpec, first: np.ndarray, vocab_size: int,
+                   n: int) -> list[np.ndarray]:
+    """Each request's prefix when there are num_prefixes of them (drawn after everything a one-prefix workload
+    draws, so that one keeps its requests): as vLLM's prefix_repetition dataset, n / num_prefixes requests per
+    prefix, shuffled. Empty with one prefix."""
+    if w.num_prefixes == 1:
+        return []
+    pool = [first, *rng.integers(0, vocab_size, size=(w.num_prefixes - 1, w.shared_prefix_len), dtype=np.int64)]
+    order = rng.permutation(np.arange(n) % w.num_prefixes)
+    return [pool[k] for k in order]
 
 
 def _hashed_blocks(own: np.ndarray, n_in: int, ids: tuple[int, ...], blocks: dict[int, np.ndarray],
