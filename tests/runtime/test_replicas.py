@@ -87,3 +87,12 @@ def test_replicas_are_refused_on_the_one_request_shorthand() -> None:
     with pytest.raises(ValidationError, match="'deployment.replicas': 2 replicas serve a workload"):
         ScenarioSpec.model_validate({"model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h200", "prompt_len": 64,
                                      "decode_steps": 2, "deployment": {"replicas": 2}})
+
+
+def test_only_the_first_replica_records_what_its_gpu_does() -> None:
+    r = simulate(_spec(2))
+    gpu_kinds = {"kernel", "page_alloc", "page_free", "memory", "banks", "deployment", "phase"}
+    assert {e.kind for e in r.events} >= gpu_kinds
+    assert {e.instance for e in r.events if e.kind in gpu_kinds and hasattr(e, "instance")} == {0}
+    assert sum(e.kind == "deployment" for e in r.events) == 1
+    assert {e.instance for e in r.events if e.kind in ("request", "step")} == {0, 1}

@@ -38,7 +38,7 @@ class Instance:
     def __init__(self, spec: ScenarioSpec, recorder: Recorder, workspace_tokens: int) -> None:
         self.spec = spec
         self.recorder = recorder
-        self.emit = recorder.emit
+        self.emit = recorder.emit_gpu  # the GPU's events (a replica past the first keeps only requests and steps)
         self.gpu = gpu_preset(spec.gpu)
         # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
         self.full_model = PRESETS[spec.model]
@@ -47,7 +47,7 @@ class Instance:
         self.traffic = scenario_traffic(spec, self.full_model)  # the routing the MoE runs with
         self.page_size = spec.effective_page_size
         cost_model, costs = default_costs(self.gpu)  # prices memoised across the process's runs on this GPU
-        self.timing = Timing(cost_model, recorder.emit if recorder.keeps else None, costs, recorder.instance)
+        self.timing = Timing(cost_model, recorder.emit_gpu if recorder.keeps else None, costs, recorder.instance)
         if isinstance(self.plan, ShardedRuntime):
             self.plan.price = self.timing.cost  # one memoised price per kernel for the plan and the launches
         self.free_start = kv_pool_bytes(spec, self.placement)

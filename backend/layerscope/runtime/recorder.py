@@ -32,12 +32,16 @@ def _drop(event: Any) -> None:
 
 
 class Recorder:
-    """`events` None: a summary-only run, whose metrics are fed as its steps finish (`metrics`)."""
+    """`events` None: a summary-only run, whose metrics are fed as its steps finish (`metrics`). `gpu_events`
+    False: only the instance's requests and steps are kept, not what its GPU does (kernels, pages, memory, banks,
+    phases: `emit_gpu`), as for a deployment's replicas past the first (runtime/replicas.py)."""
 
-    def __init__(self, events: list[Any] | None, instance: int = 0, metrics: ServingMetrics | None = None) -> None:
+    def __init__(self, events: list[Any] | None, instance: int = 0, metrics: ServingMetrics | None = None,
+                 gpu_events: bool = True) -> None:
         self.events = events
         self.keeps = events is not None
         self.emit: Callable[[Any], None] = events.append if events is not None else _drop
+        self.emit_gpu = self.emit if gpu_events else _drop
         self.instance = instance
         self.metrics = metrics if events is None else None
 
@@ -49,17 +53,17 @@ class Recorder:
 
     def request_pages(self, t: float, rid: int, phase: str, first: int, banks: list[int], slots: list[int]) -> None:
         """Pages a request's block table gained, from logical page `first` on (thousands a run)."""
-        self.emit(trusted_event(PageAllocEvent, {
+        self.emit_gpu(trusted_event(PageAllocEvent, {
             "t_us": float(t), "kind": "page_alloc", "owner": f"req{rid}", "phase": phase,
             "logical": list(range(first, first + len(banks))), "banks": banks, "slots": slots, "request_id": rid,
             "instance": self.instance}))
 
     def pages_freed(self, t: float, rid: int | None, where: list[tuple[int, int]]) -> None:
-        self.emit(PageFreeEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where], slots=[s for _, s in where],
+        self.emit_gpu(PageFreeEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where], slots=[s for _, s in where],
                                 request_id=rid, instance=self.instance))
 
     def pages_evicted(self, t: float, owner: str, where: list[tuple[int, int]], page_bytes: float) -> None:
-        self.emit(PageEvictEvent(t_us=t, owner=owner, logical=list(range(len(where))), banks=[b for b, _ in where],
+        self.emit_gpu(PageEvictEvent(t_us=t, owner=owner, logical=list(range(len(where))), banks=[b for b, _ in where],
                                  slots=[s for _, s in where], bytes=len(where) * page_bytes, instance=self.instance))
 
     def cache_frees(self, t: float, drained: Iterable[tuple[str, int | None, list[tuple[int, int]]]],
@@ -79,7 +83,7 @@ class Recorder:
                 self.pages_evicted(t, CACHE_OWNER, where, page_bytes)
             elif what == "keep":  # a finished request's full blocks stay in the prefix cache
                 assert rid is not None, "kept blocks name the request that let go of them"
-                self.emit(PageCacheEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where],
+                self.emit_gpu(PageCacheEvent(t_us=t, owner=f"req{rid}", banks=[b for b, _ in where],
                                          slots=[s for _, s in where], request_id=rid, instance=self.instance))
             else:
                 self.pages_freed(t, rid, where)
@@ -98,10 +102,10 @@ class Recorder:
 
     def memory(self, t: float, total: float, used: float, kv_bytes: float, largest_free_run_bytes: float,
                activation: float) -> None:
-        self.emit(trusted_event(MemoryEvent, {  # one a step
+        self.emit_gpu(trusted_event(MemoryEvent, {  # one a step
             "t_us": float(t), "kind": "memory", "hbm_total_bytes": float(total), "hbm_used_bytes": float(used),
             "hbm_free_bytes": float(total - used), "kv_bytes": float(kv_bytes),
             "largest_free_run_bytes": float(largest_free_run_bytes), "activation_bytes": float(activation)}))
 
     def banks(self, t: float, used: list[int], capacity: int, reserved: list[int] | None = None) -> None:
-        self.emit(BanksEvent(t_us=t, used=used, capacity=capacity, reserved=reserved or []))
+        self.emit_gpu(BanksEvent(t_us=t, used=used, capacity=capacity, reserved=reserved or []))

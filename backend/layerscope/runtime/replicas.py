@@ -4,6 +4,9 @@
         replica i runs on GPUs deployment.replica_gpus(i) (consecutive groups of tp x dp), with its own KV pool
         (the placement of one GPU of its group), its own scheduler and its own recorder (events carry `instance`)
         route: runtime/router.py, the deployment's router over those instances
+    every replica records its requests and steps; only replica 0 what its GPU does (kernels, pages, memory, banks,
+    phases): the time views draw one GPU, as they do of a tp group, and those events carry no instance to tell
+    replicas apart on one axis (memory, banks, phases)
 
 Without a deployment, or with replicas 1, it is the one instance and the route to it (events as before).
 """
@@ -26,7 +29,7 @@ def build_instances(spec: ScenarioSpec, events: list[object] | None) -> tuple[li
     """The run's serving instances, all appending to `events`; None: a summary-only run, where each instance feeds
     its own ServingMetrics (its `metrics`; metrics.merged gives the run's)."""
     instances = [ServingInstance(spec, Recorder(events, instance=i, metrics=ServingMetrics() if events is None
-                                                else None))
+                                                else None, gpu_events=i == 0))
                  for i in range(num_replicas(spec))]
     if len(instances) == 1:
         return instances, lambda req: 0
