@@ -53,9 +53,9 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "refetched_pages",
     ),
     "step": ("t_us", "index", "start_us", "dur_us", "model_dur_us", "num_seqs", "prefill_tokens", "decode_tokens",
-             "token_budget", "request_ids", "num_tokens", "cached_blocks", "num_sampled"),
+             "token_budget", "request_ids", "num_tokens", "cached_blocks", "num_sampled", "instance"),
     "request": ("t_us", "request_id", "what", "input_len", "output_len", "num_computed_tokens", "num_output_tokens",
-                "frontend_us"),  # the front-of-engine time the client adds to every token (serving.js Request)
+                "frontend_us", "instance"),  # front-of-engine time added to every token; the replica that served it
     "deployment": ("t_us", "gpu", "num_gpus", "tp", "ep", "moe_tp", "weight_dtype", "kv_dtype",
                    "gpu_memory_utilization", "cuda_graphs", "max_model_len", "per_gpu", "max_num_batched_tokens",
                    "max_num_seqs", "prefix_caching", "scheduler_source"),  # the card's scheduler row

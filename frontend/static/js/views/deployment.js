@@ -7,6 +7,7 @@
 import { STAGE_KIND, THEME } from "../colors.js";
 import { esc } from "../format.js";
 import { clearFieldErrors, showFieldError } from "../controls.js";
+import { nodeDrawing } from "../replicas.js";
 
 const FIELDS = [
   ["tp", "number"], ["ep", "number"], ["weight_dtype", "select"], ["kv_dtype", "select"],
@@ -122,6 +123,7 @@ export class DeploymentView {
       (e.max_num_seqs ? row("scheduler", `max_num_seqs ${e.max_num_seqs.toLocaleString("en-US")} · max_num_batched_tokens ${e.max_num_batched_tokens.toLocaleString("en-US")} · prefix caching ${e.prefix_caching ? "on" : "off"}`, `${e.scheduler_source} (vLLM's EngineArgs.get_batch_defaults: 1024 / 8192 on GPUs of 70 GiB or more other than A100, else 256 / 2048)`) : "") +
       row("max concurrency", `${g.max_concurrency.toFixed(2)}× at ${e.max_model_len.toLocaleString("en-US")} tokens / request`, "vLLM: Maximum concurrency for max_model_len tokens per request") +
       `</table><div class="membar" title="One GPU's ${gib(cap)}, as vLLM's profile run divides it">${bar}</div><div class="legend">${legend}</div>` +
+      nodeDrawing(this.settings(), e.gpu) +
       `<p class="hint">vLLM would log: "Available KV cache memory: ${g.kv_cache_gib.toFixed(2)} GiB" · "GPU KV cache size: ${g.kv_tokens.toLocaleString("en-US")} tokens" · ` +
       `"Maximum concurrency for ${e.max_model_len.toLocaleString("en-US")} tokens per request: ${g.max_concurrency.toFixed(2)}x" (simulated placement at full size)</p>`;
     return true;

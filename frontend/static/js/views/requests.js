@@ -9,6 +9,7 @@ import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout, runColor } from "../colo
 import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 import { PlotOverlay } from "./overlay.js";
+import { replicaBands, replicaColor, replicasOf } from "../replicas.js";
 import { hideTip, showTip } from "./tip.js";
 
 const LABEL = {
@@ -165,7 +166,7 @@ export class RequestsView {
     const gen = Math.max(0, r.tokens.length);
     const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? ((sv.tokenUs(r.tokens[gen - 1]) - sv.toModelUs(r.arrive)) / 1e3 - ttft) / (gen - 1) : NaN;
     return (
-      `<b>${tag ? `run ${tag}· ` : ""}request ${r.id}</b><br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
+      `<b>${tag ? `run ${tag}· ` : ""}request ${r.id}</b>${replicasOf((this.store.scenario || {}).deployment).replicas > 1 ? ` · <span style="color:${replicaColor(r.instance)}">replica ${r.instance}</span>` : ""}<br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
       `<br>TTFT ${ms(ttft)} · TPOT ${ms(tpot)}${r.finished === null ? " so far" : ""}` +
       (r.preemptions ? `<br>preempted ${r.preemptions}×` : "") +
       (r.finished !== null ? `<br>end-to-end ${ms(r.e2elMs)}` : "") +
@@ -239,6 +240,11 @@ export class RequestsView {
     }
     const shapes = s.axis.breaks().shapes;
     const annotations = [];
+    for (const { sv: v, row0 } of blocks) { // each replica's lanes marked in its colour (replicas.js)
+      const bands = replicaBands(v, row0);
+      shapes.push(...bands.shapes);
+      annotations.push(...bands.annotations);
+    }
     if (blocks.length > 1) {
       const y = blocks[1].row0 - 1;
       shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, yref: "y", y0: y, y1: y, line: { color: THEME.muted, width: 1, dash: "dot" } });
