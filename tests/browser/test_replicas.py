@@ -39,4 +39,17 @@ def test_the_replicas_preset_tour_lanes_and_node(page: Any, server_url: str) -> 
                      ".map(n => n.dataset.replica)")
     assert owners == ["0", "1", "2", "3", "", "", "", ""]
     assert "prefix_cache_aware" in node.inner_text() and "4 of 8 GPUs" in node.inner_text()
+    # the card's form: replicas past the node are refused naming the GPUs, the run on screen stays; 2 replicas load
+    form = "#deployment-form"
+    assert page.page.locator(f"{form} input[name=replicas]").input_value() == "4"
+    page.page.locator(f"{form} input[name=replicas]").fill("9")
+    page.page.get_by_test_id("deployment-apply").click()
+    page.wait("document.getElementById('deployment-error').textContent.includes('need 9 GPUs')", timeout_s=60)
+    assert page.js(f"{L}.store.scenario.deployment.replicas") == 4
+    page.page.locator(f"{form} input[name=replicas]").fill("2")
+    page.page.locator(f"{form} select[name=router]").select_option("round_robin")
+    page.page.get_by_test_id("deployment-apply").click()
+    page.wait(f"{L}.store.scenario.deployment.replicas === 2 && "
+              "document.querySelectorAll('[data-testid=replica-node] [data-replica=\"1\"]').length === 1", timeout_s=90)
+    assert "deployment.replicas=2" in page.page.url and "deployment.router=round_robin" in page.page.url
     assert page.problems == []

@@ -57,3 +57,15 @@ export function nodeDrawing(dep, gpu) {
     `behind a <b>${esc(router)}</b> router · ${replicas * perReplica} of ${total} GPUs · each its own KV cache and scheduler; ` +
     `the timeline shows one GPU of replica 0</div><div class="replica-gpus">${boxes.join("")}</div></div>`;
 }
+
+// The deployment card's form gains the two fields (before its apply button), once.
+const ROUTERS = ["round_robin", "least_outstanding_requests", "prefix_cache_aware"]; // DeploymentSpec.router
+export function addReplicaInputs(form) {
+  if (!form || form.elements.replicas) return;
+  const button = form.querySelector("button[type=submit]");
+  const add = (html) => button.insertAdjacentHTML("beforebegin", html);
+  add('<label title="Engines of this shape on the node, each on its own GPUs with its own KV cache, behind a router">' +
+    'replicas <input name="replicas" type="number" min="1" max="64" step="1"></label>');
+  add('<label title="How the router picks a replica: in turn, the fewest outstanding requests, or the one holding the ' +
+    `longest prefix (SGLang's cache_aware)">router <select name="router">${ROUTERS.map((r) => `<option>${r}</option>`).join("")}</select></label>`);
+}

@@ -7,11 +7,12 @@
 import { STAGE_KIND, THEME } from "../colors.js";
 import { esc } from "../format.js";
 import { clearFieldErrors, showFieldError } from "../controls.js";
-import { nodeDrawing } from "../replicas.js";
+import { addReplicaInputs, nodeDrawing } from "../replicas.js";
 
 const FIELDS = [
   ["tp", "number"], ["ep", "number"], ["weight_dtype", "select"], ["kv_dtype", "select"],
   ["gpu_memory_utilization", "number"], ["cuda_graphs", "checkbox"], ["max_model_len", "number"],
+  ["replicas", "number"], ["router", "select"], // issue 20: inputs added by replicas.js addReplicaInputs
 ];
 // the slices of one GPU's memory, in the order vLLM's profile run accounts them
 const PARTS = [
@@ -20,7 +21,7 @@ const PARTS = [
   ["kv_cache_gib", "KV cache", () => STAGE_KIND.memory],
 ];
 // scenario.py DeploymentSpec's defaults (vLLM's: one GPU, bf16, --gpu-memory-utilization 0.9, CUDA graphs on)
-const DEFAULTS = { tp: 1, ep: 1, weight_dtype: "bf16", kv_dtype: "bf16", gpu_memory_utilization: 0.9, cuda_graphs: true, max_model_len: null };
+const DEFAULTS = { tp: 1, ep: 1, weight_dtype: "bf16", kv_dtype: "bf16", gpu_memory_utilization: 0.9, cuda_graphs: true, max_model_len: null, replicas: 1, router: "round_robin" };
 const gib = (v) => (Number.isFinite(v) ? `${v.toFixed(2)} GiB` : "–");
 
 export class DeploymentView {
@@ -28,6 +29,7 @@ export class DeploymentView {
     this.root = root;
     this.body = root.querySelector("#deployment-body");
     this.form = root.querySelector("#deployment-form");
+    addReplicaInputs(this.form);
     this.error = root.querySelector("#deployment-error");
     this.store = store;
     this.serving = serving;
@@ -52,7 +54,7 @@ export class DeploymentView {
       if (!input) continue;
       let v = kind === "checkbox" ? input.checked : kind === "number" ? (input.value === "" ? null : Number(input.value)) : input.value;
       if (name === "max_model_len" && v === null) v = null;
-      if (JSON.stringify(cur[name] ?? null) !== JSON.stringify(v)) set[`deployment.${name}`] = v;
+      if (JSON.stringify(cur[name] ?? DEFAULTS[name] ?? null) !== JSON.stringify(v)) set[`deployment.${name}`] = v;
     }
     this.error.textContent = "";
     this.error.classList.add("hidden");
@@ -82,7 +84,7 @@ export class DeploymentView {
       const input = this.form.elements[name];
       if (!input) continue;
       if (kind === "checkbox") input.checked = Boolean(d[name]);
-      else input.value = d[name] ?? "";
+      else input.value = d[name] ?? DEFAULTS[name] ?? "";
     }
   }
 
