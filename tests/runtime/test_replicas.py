@@ -96,3 +96,11 @@ def test_only_the_first_replica_records_what_its_gpu_does() -> None:
     assert {e.instance for e in r.events if e.kind in gpu_kinds and hasattr(e, "instance")} == {0}
     assert sum(e.kind == "deployment" for e in r.events) == 1
     assert {e.instance for e in r.events if e.kind in ("request", "step")} == {0, 1}
+
+
+def test_numerics_run_with_replicas_on_replica_0s_steps() -> None:
+    spec = _spec(2).with_overrides({"numerics": True, "numerics_model": "tiny", "workload.num_requests": 6})
+    r = simulate(spec)
+    steps0 = sum(e.kind == "step" and e.instance == 0 for e in r.events)
+    assert 0 < sum(e.kind == "numerics" for e in r.events) <= steps0
+    assert r.summary["max_rel_error"] < 1e-3

@@ -74,8 +74,10 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     instances, route = build_instances(spec, events)
     first = instances[0]
     requests = make_requests(spec.workload, first.model.vocab_size)
-    for instance in instances:
+    for i, instance in enumerate(instances):
         instance.expect(requests)
+        if i:  # the scaled layer shadows replica 0's GPU only, whose events are the ones kept (runtime/replicas.py)
+            instance.shadow = None
     loop = Loop(instances, Client(requests, spec.workload.max_concurrency), route, progress=progress, check=check,
                 events=events)
     loop.run()
