@@ -1,4 +1,4 @@
-"""`layerscope serve`: arguments and settings (the server itself is tested through create_app)."""
+"""`layerscope serve`: arguments and settings (the server itself is tested through commands.serve.build_app)."""
 
 from __future__ import annotations
 
