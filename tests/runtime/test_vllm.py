@@ -12,6 +12,7 @@ from layerscope.hardware.gpus import gpu
 from layerscope.model.config import PRESETS
 from layerscope.runtime.deployment import shard
 from layerscope.runtime.kernels import ContextAttentionOp, GemmOp, Kernel, MoeOp
+from layerscope.runtime.sharded import deployed
 from layerscope.runtime.vllm import (
     ATTENTION_KERNELS,
     TRITON_DEFAULT_TILES,
@@ -20,7 +21,7 @@ from layerscope.runtime.vllm import (
     decode_attention_kernel,
     moe_kernels,
 )
-from layerscope.scenario import DeploymentSpec
+from layerscope.scenario import DeploymentSpec, ScenarioSpec
 
 QWEN = PRESETS["qwen3-235b-a22b"]
 
@@ -86,6 +87,23 @@ def test_decodes_beside_a_prefill_chunk_on_fa2_stream_their_kv_once_per_query_he
         assert cm.cost(mixed).time_us == pytest.approx(cm.cost(alone).time_us)
     else:  # an MHA-shaped stream no table holds (analytic) against the measured GQA decode: ~6x on an A100
         assert cm.cost(mixed).time_us > 0.6 * streams * cm.cost(alone).time_us
+
+
+def test_sglang_runs_its_q_k_norms_and_rope_apart() -> None:
+    """SGLang's fused qk_norm_rope is opt-in (PR #13998): its decode runs q_norm (k_norm beside it on an alternate
+    stream) and then rope, one kernel more a layer than vLLM's fused_qk_norm_rope_kernel."""
+    vllm, sglang = VllmRuntime("blackwell"), VllmRuntime("blackwell")
+    sglang.engine = "sglang"
+    names = [k.name for k in sglang.decode_step(QWEN, 1000) if k.stage == "qk_norm_rope"]
+    assert names == ["apply_qk_norm (q_norm; k_norm on an alternate stream)", "apply_rope_with_cos_sin_cache_inplace"]
+    assert [k.name for k in vllm.decode_step(QWEN, 1000) if k.stage == "qk_norm_rope"] == ["fused_qk_norm_rope_kernel"]
+    cm = CostModel(gpu("b200"))
+    extra = sum(cm.cost(k).time_us for k in sglang.decode_step(QWEN, 1000)) - sum(
+        cm.cost(k).time_us for k in vllm.decode_step(QWEN, 1000))
+    assert 1.0 < extra < 3.0  # one more small launch under CUDA graphs
+    deployed_plan, _ = deployed(ScenarioSpec(name="x", model="qwen3-235b-a22b", gpu="b200",
+                                             deployment={"tp": 8, "engine": "sglang"}))
+    assert deployed_plan.base.engine == "sglang"
 
 
 def _fused(ks: list[Kernel]) -> list[Kernel]:

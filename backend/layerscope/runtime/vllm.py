@@ -120,6 +120,7 @@ class VllmRuntime(RuntimePlan):
     def __init__(self, arch: str = "hopper", placement: MoePlacement | None = None) -> None:
         self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
         self.arch = arch  # which attention kernels vLLM runs (ATTENTION_KERNELS)
+        self.engine = "vllm"  # deployment.engine: "sglang" runs its own q/k norm and rope kernels (_qk_norm_rope)
         self.placement = placement or MoePlacement()
         self.experts: ExpertTraffic | None = None  # the scenario's routing (runtime/routing.py); None: uniform
 
@@ -176,7 +177,7 @@ class VllmRuntime(RuntimePlan):
         ks = [
             _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
             *linear(w, "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h),
-            self._qk_norm_rope(m, t),
+            *self._qk_norm_rope(m, t),
             self._kv_write(m, t),
         ]
         after = [
@@ -196,15 +197,25 @@ class VllmRuntime(RuntimePlan):
         )
         return ks, after
 
-    def _qk_norm_rope(self, m: ModelConfig, t: int) -> Kernel:
+    def _qk_norm_rope(self, m: ModelConfig, t: int) -> list[Kernel]:
+        """vLLM: one fused kernel. SGLang (as of 0.5.6): its fused qk_norm_rope (PR #13998) is behind
+        --enable-fused-qk-norm-rope, off by default, so the q/k RMSNorms (k_norm on an alternate stream under CUDA
+        graphs: one kernel on the critical path; SGLang PR #22355's decode trace: apply_qk_norm twice a layer) run
+        before its own rope kernel (apply_rope_with_cos_sin_cache_inplace once a layer)."""
         heads = m.num_attention_heads + m.num_key_value_heads
         elems = t * heads * m.head_dim  # q and k rotated (and normalised) in place
+        byts = 2 * ACT_BYTES * elems + t * m.head_dim * 4.0  # read+write q,k; cos/sin cache in fp32
+        shapes = f"q,k[{t},{heads},{m.head_dim}]"
+        if m.qk_norm and self.engine == "sglang":
+            return [
+                Kernel("apply_qk_norm (q_norm; k_norm on an alternate stream)", "qk_norm_rope", "norm", 6.0 * elems,
+                       2 * ACT_BYTES * elems, shapes=shapes, ctas=t * heads),
+                Kernel("apply_rope_with_cos_sin_cache_inplace", "qk_norm_rope", "elementwise", 4.0 * elems, byts,
+                       shapes=shapes, ctas=t * heads),
+            ]
         name = "fused_qk_norm_rope_kernel" if m.qk_norm else "rotary_embedding_kernel"
         flops = (10.0 if m.qk_norm else 4.0) * elems
-        byts = 2 * ACT_BYTES * elems + t * m.head_dim * 4.0  # read+write q,k; cos/sin cache in fp32
-        return Kernel(
-            name, "qk_norm_rope", "elementwise", flops, byts, shapes=f"q,k[{t},{heads},{m.head_dim}]", ctas=t * heads
-        )
+        return [Kernel(name, "qk_norm_rope", "elementwise", flops, byts, shapes=shapes, ctas=t * heads)]
 
     def _kv_write(self, m: ModelConfig, t: int) -> Kernel:
         kv_b = DTYPE_BYTES[m.kv_dtype]
