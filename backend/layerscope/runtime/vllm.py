@@ -72,7 +72,8 @@ ATTENTION_KERNELS = {
 # csrc/flash_attn/flash_api.cpp mha_varlen_fwd, `seqlenq_ngroups_swapped`; vLLM's own use_cascade_attention cites
 # it): with a prefill chunk in the step, each query head of a decode reads its KV head's whole cache itself, heads
 # the outermost grid dimension (grid (m_block, batch, head)), so a batch's KV is streamed once per query head.
-# FA3 (Hopper) packs GQA for varlen queries; on Blackwell vLLM's FlashInfer backend runs decodes apart.
+# FA3 (Hopper) packs GQA for every varlen call (hopper/heuristics.h should_pack_gqa: `if (varlen_q) return true`);
+# on Blackwell vLLM's FlashInfer backend runs decodes apart.
 UNPACKED_MIXED_DECODE = frozenset({"ampere"})
 
 
