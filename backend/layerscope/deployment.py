@@ -82,6 +82,12 @@ class DeploymentSpec(Strict):
         "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
     )
 
+    fused_moe_config: Literal["tuned", "default"] = Field(
+        "tuned", description="the Triton fused_moe kernel's tiles: tuned (the engine ships a config file for this GPU "
+        "and expert shape) or default (it found none, logged 'Using default MoE config', and ran get_default_config's "
+        "small tiles, whose few loads in flight bound a small grid's weight stream)"
+    )
+
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> DeploymentSpec:
         if self.tp % self.ep:
