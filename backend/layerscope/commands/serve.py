@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
 from layerscope import scenario as scn
 
@@ -56,8 +58,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The server allocates Python objects with the C library's malloc, not pymalloc: pymalloc hands a 1 MiB arena back
+# to the OS only once every object in it is free, so the few long-lived objects made while a viewer's run was alive
+# (a preset cached meanwhile, memo entries) kept most of the freed runs resident (345-372 MiB after 8 heavy
+# clients left, never under; ~240 MiB with malloc, whose free pages malloc_trim returns: bench/README.md, Hardening).
+SERVER_PYTHONMALLOC = "malloc"
+
+
+def use_system_malloc(argv: list[str]) -> list[str] | None:
+    """The command line to re-execute this `layerscope serve` process with under SERVER_PYTHONMALLOC (the allocator
+    is chosen at interpreter start, so only a new one can change it); None to go on as is: PYTHONMALLOC already set
+    (by the user, or by the re-execution), or `serve` called from inside another program (tests)."""
+    if "PYTHONMALLOC" in os.environ or sys.argv[1:2] != ["serve"] or not sys.platform.startswith("linux"):
+        return None
+    return [sys.executable, *argv[1:]]
+
+
 def run(args: argparse.Namespace) -> int:
     import logging
+
+    if (again := use_system_malloc(sys.orig_argv)) is not None:
+        os.execve(again[0], again, {**os.environ, "PYTHONMALLOC": SERVER_PYTHONMALLOC})
 
     import uvicorn
 
@@ -111,8 +132,6 @@ EXIT_GRACE_S = 2.0  # simulations stop within one check interval (runtime.budget
 def _exit_if_work_lingers(grace_s: float) -> None:
     """Worker threads still running after the server stopped (a simulation between checks, an export) would keep
     the interpreter alive at exit: wait `grace_s` for them, then leave without joining them."""
-    import os
-    import sys
     import threading
     import time
 
