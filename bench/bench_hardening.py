@@ -168,6 +168,12 @@ async def load_case(url: str, heavy: int, viewers: int, hold_s: float, fresh: st
             "delay_ms_p99": round(statistics.quantiles(delays, n=100)[98], 1) if len(delays) > 2 else None}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used (/proc/PID/stat fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
+
+
 def seconds_until_idle(sampler: RssSampler, limit_s: float = 20.0) -> float | None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
@@ -221,6 +227,7 @@ def main() -> None:
         out.update(asyncio.run(load_case(f"ws://127.0.0.1:{port}/ws", args.heavy, args.viewers, args.hold_s,
                                          args.fresh, args.played)))
         left = time.monotonic()
+        out["server_cpu_s"] = cpu_seconds(proc.pid)  # start-up and the load case: what the allocator costs shows here
         out["rss_peak_mib"] = round(sampler.peak_kib / 1024)
         out["seconds_to_idle_rss"] = seconds_until_idle(sampler)
         out["rss_idle_mib"] = round(sampler.rss_kib() / 1024)  # when it first got under IDLE_RSS_MIB (or at 20 s)
