@@ -10,6 +10,7 @@ Sizes, stated everywhere: timings, bytes and memory are simulated at the real mo
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -391,10 +392,18 @@ def trusted_event(cls: type[_E], values: dict[str, Any]) -> _E:
     checks the kernel events Timing makes)."""
     e = _new(cls)
     _set(e, "__dict__", values)
-    _set(e, "__pydantic_fields_set__", set(values))
+    _set(e, "__pydantic_fields_set__", _every_field(cls))
     _set(e, "__pydantic_extra__", None)
     _set(e, "__pydantic_private__", None)
     return e
+
+
+@cache
+def _every_field(cls: type[BaseModel]) -> set[str]:
+    """One fields-set for every trusted event of a class (a set of 20 names was ~700 bytes an event, a third of a
+    kernel event's memory: bench/README.md, hardening). Sharing it is safe: events are frozen (nothing adds to
+    it) and pydantic's model_copy copies it."""
+    return set(cls.model_fields)
 
 
 _new = object.__new__  # BaseModel has no __new__ of its own: cls.__new__ is this one
