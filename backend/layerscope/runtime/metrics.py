@@ -98,7 +98,7 @@ class ServingMetrics:
         e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
         tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True)
                 if len(r.token_us) > 1]
-        itl = np.concatenate([np.diff(r.token_us) for r in done]) / 1000.0 if done else []  # one array
+        itl: list[float] | np.ndarray = np.concatenate([np.diff(r.token_us) for r in done]) / 1000.0 if done else []
         return {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}
 
     def figures(self) -> dict[str, float | int]:
@@ -106,7 +106,7 @@ class ServingMetrics:
         done = self.finished_requests()
         samples = self.samples()
         start = min((r.arrive_us for r in reqs.values()), default=0.0)
-        end = max((r.finished_us for r in done), default=start)  # type: ignore[type-var]
+        end = max((r.finished_us for r in done if r.finished_us is not None), default=start)
         duration = (end - start) / 1e6
         n_in = sum(r.input_len for r in done)
         n_out = sum(len(r.token_us) for r in done)
@@ -136,5 +136,5 @@ def _stat(values: list[float] | np.ndarray, q: float | None) -> float:
     return _r(np.mean(values) if q is None else np.percentile(values, q))
 
 
-def _r(x: float) -> float:
+def _r(x: float | np.floating) -> float:
     return round(float(x), 4)

@@ -83,8 +83,8 @@ class StepResult:
     def sampled_into(self, request_ids: list[int], num_sampled: list[int]) -> None:
         """Add the tokens each of the step's requests sampled into `num_sampled`, parallel to `request_ids`."""
         where = {rid: i for i, rid in enumerate(request_ids)}
-        for req in self.sampled:
-            num_sampled[where[req.request_id]] += 1
+        for rid, n in self.num_sampled().items():
+            num_sampled[where[rid]] += n
 
 
 class SchedulerInterface(Protocol):

@@ -182,7 +182,9 @@ class NumericShadow:
                 with np.errstate(all="ignore"):  # NaN scales are the point
                     self.faulty.weights[name] = qw.dequantize()
             else:
-                w = self.faulty.weights[name].copy()
+                w = self.faulty.weights[name]
+                assert isinstance(w, np.ndarray)  # an unquantized weight (quantized ones are flipped above)
+                w = w.copy()
                 flips += flip_bits(w, per, rate, rng, bits=(30,))  # fp32 exponent MSB
                 self.faulty.weights[name] = w
         return flips
