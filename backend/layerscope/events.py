@@ -61,9 +61,9 @@ class KernelEvent(_Event):
     # file · kernel", hardware/kernel.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
     source: Literal["measured", "analytic"] = "analytic"
     table: str = ""
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
     # the GPU of the instance's group it ran on: the engine simulates one GPU of the group (its shard, its collectives)
-    rank: int = Field(0, ge=0, description="the GPU within the instance's group (0: the one simulated)")
+    rank: int = Field(default=0, ge=0, description="the GPU within the instance's group (0: the one simulated)")
 
 
 class ChunkEvent(_Event):
@@ -77,7 +77,7 @@ class ChunkEvent(_Event):
     reason: Literal["default", "low_memory", "disabled"] = "default"
     pages: list[int] = Field(default_factory=list, description="logical KV pages this chunk writes")
     barrier_us: float = 0.0  # time at which the chunk's barrier completes
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class BanksEvent(_Event):
@@ -97,7 +97,7 @@ class PageAllocEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageFreeEvent(_Event):
@@ -106,7 +106,7 @@ class PageFreeEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageCacheEvent(_Event):
@@ -132,7 +132,7 @@ class AllocFailEvent(_Event):
     free_pages: int
     largest_free_run: int
     reason: str
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageMigrateEvent(_Event):
@@ -147,7 +147,7 @@ class PageMigrateEvent(_Event):
     dur_us: float
     reason: Literal["make_room", "compact"] = "make_room"
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageEvictEvent(_Event):
@@ -158,7 +158,7 @@ class PageEvictEvent(_Event):
     slots: list[int]
     bytes: float
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class MemoryEvent(_Event):
@@ -183,7 +183,7 @@ class DecodeStepEvent(_Event):
     stage_us: dict[str, float] = Field(default_factory=dict)
     cross_bank_reads: int = 0
     refetched_pages: int = 0
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class RequestEvent(_Event):
@@ -200,7 +200,7 @@ class RequestEvent(_Event):
     # arrive: what lies between the client and the engine (tokenizer, HTTP, SSE; runtime/frontend_latency.py), which
     # the client adds to this request's every token time (TTFT and E2EL include it); 0 on the other events
     frontend_us: float = 0.0
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class StepEvent(_Event):
@@ -221,7 +221,7 @@ class StepEvent(_Event):
     # tokens each request sampled at the step's end, parallel to request_ids (the scheduler's StepResult: 1 when the
     # step computed all of its known tokens, else 0): what metrics and the dashboard read, never replaying the rule
     num_sampled: list[int] = Field(default_factory=list)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class FaultEvent(_Event):
