@@ -401,8 +401,23 @@ function summaryLine(s) {
 }
 
 let turn = 0;
+// The first frame of a run draws its timeline and nothing else, so the first screen shows the run's data as soon as
+// it can; the other panels follow, one a frame (bench/README.md, "First screen").
+let firstDrawn = null; // the run whose timeline was drawn first
+function firstScreen() {
+  if (!store.main || firstDrawn === store.main) return false;
+  firstDrawn = store.main;
+  turn = 1; // the other plots after the timeline, in their list's order
+  return timeline.render(store, store.axis, true);
+}
+
 function loop(now) {
   stats.raf += 1;
+  if (firstScreen()) {
+    for (const c of cursors) c.place(store.t, store.axis);
+    requestAnimationFrame(loop);
+    return;
+  }
   const b0 = performance.now();
   banks.render();
   stats.renderMs.BanksView = Math.max(stats.renderMs.BanksView || 0, performance.now() - b0);
@@ -411,8 +426,9 @@ function loop(now) {
   controls.tick();
   showServing();
   deployment.render();
-  // at most one Plotly redraw per animation frame (they only redraw on axis / units / theme changes)
-  for (let i = 0; i < plots.length; i++) {
+  // at most one Plotly redraw per animation frame (they only redraw on axis / units / theme changes); none before a
+  // run is loaded (an empty figure drawn then is drawn again with the run)
+  for (let i = 0; store.main && i < plots.length; i++) {
     const v = plots[(turn + i) % plots.length];
     if (v.el.closest(".collapsed")) continue;
     const growing = servingPlots.has(v);
@@ -444,6 +460,6 @@ function loop(now) {
 window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
-// Plotly is deferred after this module (index.html) and evaluates while the run loads; the first frame waits for it
+// Plotly loads async (index.html), mostly before this module runs; the first frame waits for it
 if (window.Plotly) requestAnimationFrame(loop);
-else document.addEventListener("DOMContentLoaded", () => requestAnimationFrame(loop), { once: true });
+else $("plotly-js").addEventListener("load", () => requestAnimationFrame(loop), { once: true });
