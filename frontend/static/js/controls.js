@@ -11,6 +11,7 @@ const BOOLEAN = new Set(["decode_page_hint", "scheduler.prefix_caching"]);
 // A dotted field (workload.num_requests) is one field of a nested model; the server takes it as is.
 const valueAt = (spec, field) => field.split(".").reduce((o, k) => (o == null ? undefined : o[k]), spec);
 const DOTTED = /^(deployment|workload|scheduler)\.[a-z_]+$/; // nested overrides kept in the URL too
+export const MOMENT_KEYS = ["t", "x0", "x1", "step", "kernel"]; // a link's moment (main.js readMoment)
 // One representative fault per kind (the form offers the kind; these say where and how hard).
 const FAULT_DEFAULTS = {
   stale_chunk_metadata: { kind: "stale_chunk_metadata", at_step: 2, count: 4 },
@@ -257,6 +258,9 @@ export class Controls {
       this.toast && this.toast(`scenario: unknown preset '${name}'`, "error");
       return;
     }
+    // leaving a run on screen for another preset: its history entry keeps the moment it was left at (Back returns
+    // there), even while it played
+    if (this.store.scenario && this.store.scenario.name !== name && !this.fromHistory && this.saveMoment) this.saveMoment();
     this.select.value = name;
     const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
     this.preset = r.ok ? await r.json() : null;
@@ -304,9 +308,13 @@ export class Controls {
       if (k === "faults") q.set("fault", v.length ? v[0].kind : "");
       else q.set(k, String(v));
     }
-    const was = new URLSearchParams(location.search).get("scenario");
+    const now = new URLSearchParams(location.search);
+    const was = now.get("scenario");
+    const push = was && was !== name && !this.fromHistory && !this.replaceNext;
+    // the same preset's entry keeps its moment (a link's, or Back's) until main.js writes the one on screen
+    if (!push && was === name) for (const k of MOMENT_KEYS) if (now.has(k)) q.set(k, now.get(k));
     const url = `${location.pathname}?${q}`;
-    if (was && was !== name && !this.fromHistory && !this.replaceNext) history.pushState(null, "", url);
+    if (push) history.pushState(null, "", url);
     else history.replaceState(null, "", url);
     this.fromHistory = false;
     this.replaceNext = false;

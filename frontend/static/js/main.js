@@ -5,7 +5,7 @@
 // playback stays cheap.
 
 import { CELL, PHASE, setTheme } from "./colors.js";
-import { Controls } from "./controls.js";
+import { Controls, MOMENT_KEYS } from "./controls.js";
 import { Exporter, addPanelButtons } from "./export.js";
 import { Store } from "./store.js";
 import { BanksView } from "./views/banks.js";
@@ -111,6 +111,7 @@ conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : fal
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
 controls.extraQuery = () => extraQuery();
+controls.saveMoment = () => keepMoment(performance.now(), true);
 controls.onKernelKey = (dir) => walkKernel(dir);
 const deployment = new DeploymentView($("deployment"), store, serving, (set) => controls.loadWith(set));
 const sweep = new SweepView($("sweep"), store, {
@@ -264,12 +265,13 @@ function momentQuery() {
 }
 
 let momentAt = 0;
-function keepMoment(now) {
-  if (now < momentAt || !store.scenario || moment || controls.playing) return;
+// force: now, even while playing (the run is being left for another preset: its entry keeps where it was)
+function keepMoment(now, force = false) {
+  if (!store.scenario || moment || (!force && (now < momentAt || controls.playing))) return;
   momentAt = now + 400;
   const q = new URLSearchParams(location.search);
   const was = q.toString();
-  for (const k of ["t", "x0", "x1", "step", "kernel"]) q.delete(k);
+  for (const k of MOMENT_KEYS) q.delete(k);
   for (const [k, v] of Object.entries(momentQuery())) q.set(k, v);
   if (q.toString() !== was) history.replaceState(history.state, "", `${location.pathname}?${q}`);
 }
