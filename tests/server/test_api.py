@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from layerscope.cli import main
 from layerscope.paths import frontend_dir
 from layerscope.protocol import MAX_REPLAY_BYTES
+from layerscope.scenario import preset_names
 from layerscope.server.app import create_app
 from layerscope.server.security import BodyLimit
 from layerscope.server.settings import Settings
@@ -75,8 +76,12 @@ def test_index_page_has_panels_and_local_plotly(client: TestClient) -> None:
     r = client.get("/")
     assert r.status_code == 200
     html = r.text
-    for panel in ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls"]:
-        assert f'data-testid="{panel}"' in html
+    assert 'data-testid="controls"' in html and '<main class="grid" id="panels"></main>' in html
+    # the panels are built from the registry the page preloads (tests/browser check them on the page)
+    assert '<link rel="modulepreload" href="/static/js/panels/index.js">' in html
+    registry = client.get("/static/js/panels/index.js").text
+    for panel in ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "requests"]:
+        assert f'id: "{panel}"' in registry
     assert "/vendor/plotly.min.js" in html
     assert "cdn" not in html.lower()
 
@@ -91,6 +96,8 @@ def test_index_preloads_every_module_and_loads_plotly_async(client: TestClient) 
     assert set(preloaded) == on_disk and "/static/js/views/timeline.js" in preloaded
     assert all(client.get(u).status_code == 200 for u in preloaded)
     assert re.search(r'<script async id="plotly-js" src="/vendor/plotly.min.js">', html)
+    # the presets are named on the page, so the URL's run is asked for before the menu's titles arrive
+    assert f'data-presets="{",".join(preset_names())}"' in html
 
 
 def test_plotly_is_the_vendored_partial_bundle_gzipped(client: TestClient) -> None:

@@ -60,7 +60,7 @@ def index(request: Request) -> HTMLResponse:
         request,
         "index.html",
         {"default_scenario": default, "options": form_options(), "theme": theme if theme in THEMES else "dark",
-         "modules": module_urls()},
+          "modules": module_urls(), "presets": names},
     )
 
 

@@ -208,8 +208,22 @@ export class Controls {
     this.conn.send({ type: "seek", t_us: Math.min(Math.max(0, t), this.store.duration) });
   }
 
+  // The page names the presets (pages.py), so the URL's run is asked for at once; their titles for the menu arrive
+  // beside it (bench/README.md, "First screen").
   async init(defaultScenario) {
-    const list = await (await fetch("/api/scenarios")).json();
+    const listed = fetch("/api/scenarios").then((r) => r.json());
+    const names = (document.body.dataset.presets || "").split(",").filter(Boolean);
+    const list = names.length ? null : await listed; // a page without the names: wait for the list
+    this.names = names.length ? names : list.map((s) => s.name);
+    this.defaultName = defaultScenario && this.names.includes(defaultScenario) ? defaultScenario : this.names[0];
+    window.addEventListener("popstate", () => this.fromURL(false)); // Back / Forward: the preset of that entry
+    const first = this.fromURL(true);
+    this.fillMenu(list || (await listed));
+    await first;
+  }
+
+  fillMenu(list) {
+    const current = this.select.value;
     for (const s of list) {
       const o = document.createElement("option");
       o.value = s.name;
@@ -217,10 +231,7 @@ export class Controls {
       o.title = s.description;
       this.select.append(o);
     }
-    this.names = list.map((s) => s.name);
-    this.defaultName = defaultScenario && this.names.includes(defaultScenario) ? defaultScenario : list[0] && list[0].name;
-    window.addEventListener("popstate", () => this.fromURL(false)); // Back / Forward: the preset of that entry
-    await this.fromURL(true);
+    if (current || this.chosen) this.select.value = this.chosen || current;
   }
 
   // Load what the URL names: its scenario and settings (a shared link, or a history entry on Back / Forward).
@@ -262,10 +273,12 @@ export class Controls {
     // there), even while it played
     if (this.store.scenario && this.store.scenario.name !== name && !this.fromHistory && this.saveMoment) this.saveMoment();
     this.select.value = name;
-    const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
-    this.preset = r.ok ? await r.json() : null;
+    this.chosen = name; // the menu may still be filling (init)
     this.pendingURL = [name, set];
-    this.load({ type: "load", scenario: name, set });
+    this.load({ type: "load", scenario: name, set }); // first: the run is asked for while its settings arrive
+    const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
+    const preset = r.ok ? await r.json() : null;
+    if (this.chosen === name) this.preset = preset;
   }
 
   apply() {
