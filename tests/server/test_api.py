@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,9 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from layerscope.cli import main
-from layerscope.paths import frontend_dir
 from layerscope.protocol import MAX_REPLAY_BYTES
-from layerscope.scenario import preset_names
 from layerscope.server.app import create_app
 from layerscope.server.security import BodyLimit
 from layerscope.server.settings import Settings
@@ -84,20 +81,6 @@ def test_index_page_has_panels_and_local_plotly(client: TestClient) -> None:
         assert f'id: "{panel}"' in registry
     assert "/vendor/plotly.min.js" in html
     assert "cdn" not in html.lower()
-
-
-def test_index_preloads_every_module_and_loads_plotly_async(client: TestClient) -> None:
-    """The whole module graph is asked for at once (modulepreload), nested views included, each URL served, and
-    Plotly evaluates while it arrives (async), not after it."""
-    html = client.get("/").text
-    preloaded = re.findall(r'<link rel="modulepreload" href="([^"]+)">', html)
-    js = frontend_dir() / "static" / "js"
-    on_disk = {f"/static/js/{p.relative_to(js).as_posix()}" for p in js.rglob("*.js")} - {"/static/js/main.js"}
-    assert set(preloaded) == on_disk and "/static/js/views/timeline.js" in preloaded
-    assert all(client.get(u).status_code == 200 for u in preloaded)
-    assert re.search(r'<script async id="plotly-js" src="/vendor/plotly.min.js">', html)
-    # the presets are named on the page, so the URL's run is asked for before the menu's titles arrive
-    assert f'data-presets="{",".join(preset_names())}"' in html
 
 
 def test_plotly_is_the_vendored_partial_bundle_gzipped(client: TestClient) -> None:
