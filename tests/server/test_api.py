@@ -73,8 +73,12 @@ def test_index_page_has_panels_and_local_plotly(client: TestClient) -> None:
     r = client.get("/")
     assert r.status_code == 200
     html = r.text
-    for panel in ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls"]:
-        assert f'data-testid="{panel}"' in html
+    assert 'data-testid="controls"' in html and '<main class="grid" id="panels"></main>' in html
+    # the panels are built from the registry the page preloads (tests/browser check them on the page)
+    assert '<link rel="modulepreload" href="/static/js/panels/index.js">' in html
+    registry = client.get("/static/js/panels/index.js").text
+    for panel in ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "requests"]:
+        assert f'id: "{panel}"' in registry
     assert "/vendor/plotly.min.js" in html
     assert "cdn" not in html.lower()
 
