@@ -233,3 +233,13 @@ def test_body_limit_counts_a_body_without_a_length() -> None:
 
     assert limited.post("/api/trace", content=chunks()).status_code == 413
     assert limited.post("/api/trace", content=b'{"scenario": 1}').status_code == 422  # small: parsed as usual
+
+
+def test_an_app_serves_runs_again_after_its_lifespan_restarts() -> None:
+    # An ASGI test client per call (schemathesis' from_asgi) starts and stops the app's lifespan each time: a
+    # shutdown closes the run cache, and the next start must open it again, or every export answers 503.
+    app = build_app(Settings(max_sim_work=2000))
+    for steps in (3, 4):  # a run not simulated before, each time: the cache must take it
+        with TestClient(app) as c:
+            r = c.post("/api/trace", json={"scenario": "decode-pulses", "set": {"decode_steps": steps}})
+            assert r.status_code == 200, r.text[:200]

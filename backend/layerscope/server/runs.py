@@ -598,6 +598,10 @@ class RunCache:
         alive = {**{k: r for k, (r, _) in self._held.items()}, **self._runs}
         return sum(r.num_events or len(r.events) for r in alive.values())
 
+    def open(self) -> None:
+        """Serving (again): an app whose lifespan starts after an earlier shutdown takes runs again."""
+        self._closing = False
+
     def close(self) -> None:
         """Shutting down: cancel every simulation (each stops within a check interval) and take no new one."""
         self._closing = True
