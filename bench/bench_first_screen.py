@@ -7,7 +7,12 @@ Two passes over the presets, each page in a new browser context (no HTTP cache):
 - warm: one server, every preset opened once to warm it, then each opened again and timed.
 Prints one JSON line per preset and pass, then a summary line (median and worst per pass).
 
+`--paired DIR` instead: two warm servers, this checkout's and one whose package is DIR/backend (another checkout,
+e.g. `git archive main | tar -x -C DIR`), each preset opened on both in turn, `--runs` times; per preset the medians
+and their ratio (this / other), so a change is measured against its base at the same load.
+
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_first_screen.py [--scenario X] [--runs N]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_first_screen.py --paired DIR --runs 3
 """
 
 from __future__ import annotations
@@ -59,20 +64,65 @@ def stop(proc) -> None:
     proc.wait(timeout=20)
 
 
+def start_other(port: int, root: Path):
+    """A warm server of another checkout: its package first on the path (start_server passes the environment on)."""
+    was = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(root / "backend")
+    try:
+        return start_server(port, compression=False, prewarm=True)
+    finally:
+        if was is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = was
+
+
+def paired(browser, names: list[str], runs: int, other: Path) -> None:
+    """Each preset on this checkout's server and the other's in turn: medians and their ratio per preset."""
+    ports = [free_port(), free_port()]
+    procs = [start_server(ports[0], compression=False, prewarm=True), start_other(ports[1], other)]
+    ratios: list[float] = []
+    try:
+        for name in names:  # both servers simulate and cache it
+            for port in ports:
+                first_screen_ms(browser, port, name)
+        for name in names:
+            ms: list[list[float]] = [[], []]
+            for _ in range(runs):
+                for i, port in enumerate(ports):
+                    ms[i].append(first_screen_ms(browser, port, name)["first_screen_ms"])
+            this, base = statistics.median(ms[0]), statistics.median(ms[1])
+            ratios.append(this / base)
+            print(json.dumps({"bench": "first_screen_paired", "scenario": name, "this_ms": this, "other_ms": base,
+                              "ratio": round(this / base, 3), "runs": runs,
+                              "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+    finally:
+        for proc in procs:
+            stop(proc)
+    print(json.dumps({"bench": "first_screen_paired", "presets": len(names), "other": str(other),
+                      "ratio_median": round(statistics.median(ratios), 3), "ratio_worst": round(max(ratios), 3),
+                      "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}))
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
     from layerscope.scenario import preset_names
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scenario", default="all", help="a preset, or 'all'")
+    ap.add_argument("--scenario", default="all", help="a preset, presets separated by commas, or 'all'")
     ap.add_argument("--runs", type=int, default=1, help="warm visits per preset (the median is reported)")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--paired", type=Path, help="another checkout's root: warm visits paired with its server")
     args = ap.parse_args()
-    names = preset_names() if args.scenario == "all" else [args.scenario]
+    names = preset_names() if args.scenario == "all" else args.scenario.split(",")
     results: dict[str, list[float]] = {"cold": [], "warm": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        if args.paired:
+            paired(browser, names, args.runs, args.paired.resolve())
+            browser.close()
+            return
         if not args.skip_cold:
             for name in names:
                 port = free_port()

@@ -10,7 +10,7 @@ loop bounded in count and time.
 - first screen: once the heavy clients are loading, a new viewer loads a preset nobody loaded yet: seconds from its
   `load` to its `loaded`;
 - memory: the server's RSS sampled every 0.1 s throughout (peak), then the seconds until it is under 300 MiB after
-  every client left (at most 20 s);
+  every client left (at most 20 s), its RSS then, and its RSS 10 s after they left;
 - SIGTERM: a new heavy load, SIGTERM 1 s into its simulation, seconds until the process exited.
 Prints one JSON line (and writes it atomically to --out).
 
@@ -41,6 +41,7 @@ from layerscope.atomic import write_text_atomic  # noqa: E402
 
 MiB = 2**20
 IDLE_RSS_MIB = 300  # the issue's bound on an idle server's memory after clients leave
+SETTLED_S = 10.0  # ... within this many seconds (issue 22): the RSS then is reported too
 PLAY_SPEED = 1.0
 
 
@@ -167,6 +168,12 @@ async def load_case(url: str, heavy: int, viewers: int, hold_s: float, fresh: st
             "delay_ms_p99": round(statistics.quantiles(delays, n=100)[98], 1) if len(delays) > 2 else None}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used (/proc/PID/stat fields 14 and 15, in clock ticks)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return round((int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), 1)
+
+
 def seconds_until_idle(sampler: RssSampler, limit_s: float = 20.0) -> float | None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < limit_s:
@@ -219,9 +226,13 @@ def main() -> None:
         out: dict[str, Any] = {"bench": "hardening", "heavy_clients": args.heavy, "playing_viewers": args.viewers}
         out.update(asyncio.run(load_case(f"ws://127.0.0.1:{port}/ws", args.heavy, args.viewers, args.hold_s,
                                          args.fresh, args.played)))
+        left = time.monotonic()
+        out["server_cpu_s"] = cpu_seconds(proc.pid)  # start-up and the load case: what the allocator costs shows here
         out["rss_peak_mib"] = round(sampler.peak_kib / 1024)
         out["seconds_to_idle_rss"] = seconds_until_idle(sampler)
-        out["rss_idle_mib"] = round(sampler.rss_kib() / 1024)
+        out["rss_idle_mib"] = round(sampler.rss_kib() / 1024)  # when it first got under IDLE_RSS_MIB (or at 20 s)
+        time.sleep(max(0.0, left + SETTLED_S - time.monotonic()))
+        out["rss_10s_after_mib"] = round(sampler.rss_kib() / 1024)
     finally:
         sampler.stop.set()
         proc.send_signal(signal.SIGTERM)

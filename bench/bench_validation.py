@@ -88,8 +88,11 @@ TTFT_EXCLUDED = {"T": "prefill possibly served from the prefix cache (warm-up an
 # [V] vLLM PR #23151 (2025-08-19), "WO tuned configs": `vllm serve Qwen/Qwen3-30B-A3B` on one H100, TP 1, bf16,
 # `benchmark_serving.py --dataset-name random --random-input 2048 --random-output 1024 --max-concurrency 10
 # --num-prompt 100` (no --ignore-eos: 101,576 of 102,400 output tokens were generated).
+# "WO tuned configs": the PR's baseline is the engine without a fused_moe config file for E=128,N=768 on the H100, so
+# vLLM logged "Using default MoE config" and ran get_default_config's tiles (deployment.fused_moe_config).
 V = [
-    Measured("V", "Qwen3-30B-A3B 1xH100 conc 10, 100 x 2048/1024", "qwen3-30b-a3b", "h100-sxm", SYNC | {"tp": 1},
+    Measured("V", "Qwen3-30B-A3B 1xH100 conc 10, 100 x 2048/1024", "qwen3-30b-a3b", "h100-sxm",
+             SYNC | {"tp": 1, "fused_moe_config": "default"},
              {"num_requests": 100, "input_len": 2048, "output_len": 1024, "max_concurrency": 10},
              {"duration": 137.30, "mean_ttft_ms": 267.22, "median_ttft_ms": 300.05, "mean_tpot_ms": 13.18,
               "median_tpot_ms": 13.17, "total_token_throughput": 2226.78}),
@@ -122,7 +125,10 @@ GA = [
 # defaults on a >= 160 GB GPU: chunked prefill 16384 tokens, overlap scheduling on, radix (prefix) cache on.
 # Duration is left out at concurrency 1: 10 requests' drawn lengths decide it (the measured run generated 4,210
 # tokens where uniform [1, 1000] averages 5,005), not the engine.
-S_DEPLOY = {"tp": 8, "async_scheduling": True, "engine": "sglang"}
+# No fused_moe config for Qwen3-235B-A22B's tp-8 experts on a B200 ships with SGLang (no
+# `E=128,N=192,device_name=NVIDIA_B200.json` in python/sglang/srt/layers/moe/fused_moe_triton/configs/ of any Triton
+# version; only a downstream fork has one): SGLang 0.5.6 ran get_default_config's tiles (fused_moe_config).
+S_DEPLOY = {"tp": 8, "async_scheduling": True, "engine": "sglang", "fused_moe_config": "default"}
 S_SCHED = {"max_num_seqs": 1024, "max_num_batched_tokens": 16384}
 S = [
     Measured("S", f"Qwen3-235B 8xB200 bf16 tp8 SGLang, {name} {isl}/{osl}, conc {c}", "qwen3-235b-a22b", "b200",

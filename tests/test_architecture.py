@@ -16,7 +16,8 @@ import pytest
 PKG = Path(__file__).resolve().parent.parent / "backend" / "layerscope"
 
 # the engine proper: what export must never reach into (it reads the result types, not the loop that built them)
-ENGINE = ("runtime.engine", "runtime.serving", "runtime.loop", "runtime.instance")
+ENGINE = ("runtime.engine", "runtime.serving", "runtime.loop", "runtime.instance", "runtime.recorder",
+          "runtime.request_run", "runtime.request_hooks", "runtime.request_pages", "runtime.request_state")
 SCHEMAS = ("schemas", "events", "protocol", "result")
 SPEC = ("scenario", "deployment", "strict", "budget")  # the spec and the types engine and server share
 

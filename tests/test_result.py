@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
+from layerscope.export.events import jsonl_lines
 from layerscope.export.trace import to_perfetto
 from layerscope.result import SimResult, run_clock
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec
 from layerscope.server.overview import clock
+from layerscope.server.runs import parse_recording, replay_run
 
 ONE_REQUEST = {"model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h200", "prompt_len": 64, "decode_steps": 2}
 SERVING = {"model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h200", "free_hbm_gib": 20.0,
@@ -33,3 +37,12 @@ def test_a_compare_run_states_its_own_clock() -> None:
     spec = ScenarioSpec.model_validate({**ONE_REQUEST, "compare": {"label": "naive", "set": {"allocator": "naive"}}})
     r = simulate(spec)
     assert r.compare is not None and r.compare.clock == "layer"
+
+
+def test_a_replayed_recording_keeps_the_clock_of_the_run_it_records() -> None:
+    for spec in (ScenarioSpec.model_validate(SERVING), ScenarioSpec.model_validate(ONE_REQUEST)):
+        live = simulate(spec)
+        lines = [json.loads(line) for line in jsonl_lines(live)][1:]  # the recording, without its `run` line
+        replayed = replay_run(spec, parse_recording(lines))
+        assert replayed.result.clock == live.clock
+        assert [r["clock"] for r in replayed.overview["runs"]] == [live.clock]

@@ -53,6 +53,8 @@ def _row(label: str, value: Any) -> str:
 def result_block(r: dict[str, Any], percentile_metrics: str = "ttft,tpot,itl") -> str:
     """The block `vllm bench serve` prints, from a result with its saved keys."""
     lines = [_title(" Serving Benchmark Result ", "="), _row("Successful requests:", int(r["completed"]))]
+    if "failed" in r:  # requests the server refused (over max_model_len), as vLLM's block prints them
+        lines.append(_row("Failed requests:", int(r["failed"])))
     if r.get("max_concurrency") is not None:
         lines.append(_row("Maximum request concurrency:", r["max_concurrency"]))
     lines += [

@@ -84,6 +84,12 @@ class DeploymentSpec(Strict):
         "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
     )
 
+    fused_moe_config: Literal["tuned", "default"] = Field(
+        "tuned", description="the Triton fused_moe kernel's tiles: tuned (the engine ships a config file for this GPU "
+        "and expert shape) or default (it found none, logged 'Using default MoE config', and ran get_default_config's "
+        "small tiles, whose few loads in flight bound a small grid's weight stream)"
+    )
+
     # -- issue 20, replicas and a router: engines of this shape side by side, a router in front (runtime/router.py)
     replicas: int = Field(
         1, ge=1, le=64, description="engines of this shape on the node(s), each on its own GPU group with its own "

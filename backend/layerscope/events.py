@@ -10,6 +10,7 @@ Sizes, stated everywhere: timings, bytes and memory are simulated at the real mo
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -60,9 +61,9 @@ class KernelEvent(_Event):
     # file · kernel", hardware/kernel.py TableRef.label) or "analytic" (the roofline of hardware/cost.py; table "")
     source: Literal["measured", "analytic"] = "analytic"
     table: str = ""
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
     # the GPU of the instance's group it ran on: the engine simulates one GPU of the group (its shard, its collectives)
-    rank: int = Field(0, ge=0, description="the GPU within the instance's group (0: the one simulated)")
+    rank: int = Field(default=0, ge=0, description="the GPU within the instance's group (0: the one simulated)")
 
 
 class ChunkEvent(_Event):
@@ -76,7 +77,7 @@ class ChunkEvent(_Event):
     reason: Literal["default", "low_memory", "disabled"] = "default"
     pages: list[int] = Field(default_factory=list, description="logical KV pages this chunk writes")
     barrier_us: float = 0.0  # time at which the chunk's barrier completes
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class BanksEvent(_Event):
@@ -96,7 +97,7 @@ class PageAllocEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageFreeEvent(_Event):
@@ -105,7 +106,7 @@ class PageFreeEvent(_Event):
     banks: list[int]
     slots: list[int]
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageCacheEvent(_Event):
@@ -131,7 +132,7 @@ class AllocFailEvent(_Event):
     free_pages: int
     largest_free_run: int
     reason: str
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageMigrateEvent(_Event):
@@ -146,7 +147,7 @@ class PageMigrateEvent(_Event):
     dur_us: float
     reason: Literal["make_room", "compact"] = "make_room"
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class PageEvictEvent(_Event):
@@ -157,7 +158,7 @@ class PageEvictEvent(_Event):
     slots: list[int]
     bytes: float
     request_id: int | None = None  # the request whose block table this page belongs to (serving runs)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class MemoryEvent(_Event):
@@ -182,7 +183,7 @@ class DecodeStepEvent(_Event):
     stage_us: dict[str, float] = Field(default_factory=dict)
     cross_bank_reads: int = 0
     refetched_pages: int = 0
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class RequestEvent(_Event):
@@ -199,7 +200,7 @@ class RequestEvent(_Event):
     # arrive: what lies between the client and the engine (tokenizer, HTTP, SSE; runtime/frontend_latency.py), which
     # the client adds to this request's every token time (TTFT and E2EL include it); 0 on the other events
     frontend_us: float = 0.0
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class StepEvent(_Event):
@@ -220,7 +221,7 @@ class StepEvent(_Event):
     # tokens each request sampled at the step's end, parallel to request_ids (the scheduler's StepResult: 1 when the
     # step computed all of its known tokens, else 0): what metrics and the dashboard read, never replaying the rule
     num_sampled: list[int] = Field(default_factory=list)
-    instance: int = Field(0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
+    instance: int = Field(default=0, ge=0, description="the engine instance it happened on (0 in a one-instance run)")
 
 
 class FaultEvent(_Event):
@@ -391,10 +392,18 @@ def trusted_event(cls: type[_E], values: dict[str, Any]) -> _E:
     checks the kernel events Timing makes)."""
     e = _new(cls)
     _set(e, "__dict__", values)
-    _set(e, "__pydantic_fields_set__", set(values))
+    _set(e, "__pydantic_fields_set__", _every_field(cls))
     _set(e, "__pydantic_extra__", None)
     _set(e, "__pydantic_private__", None)
     return e
+
+
+@cache
+def _every_field(cls: type[BaseModel]) -> set[str]:
+    """One fields-set for every trusted event of a class (a set of 20 names was ~700 bytes an event, a third of a
+    kernel event's memory: bench/README.md, hardening). Sharing it is safe: events are frozen (nothing adds to
+    it) and pydantic's model_copy copies it."""
+    return set(cls.model_fields)
 
 
 _new = object.__new__  # BaseModel has no __new__ of its own: cls.__new__ is this one

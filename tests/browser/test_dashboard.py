@@ -40,6 +40,31 @@ def test_page_loads_clean_with_every_panel(page, server_url: str) -> None:
     assert page.problems == []
 
 
+# Every Plotly figure drawn, in order, and whether a run was loaded then (Plotly.react wrapped as the bundle loads).
+DRAWS = """
+window.__draws = [];
+let plotly;
+Object.defineProperty(window, "Plotly", { configurable: true, get: () => plotly, set: (v) => {
+  plotly = v;
+  const react = v.react;
+  v.react = function (el, ...rest) {
+    window.__draws.push([el.id, Boolean(window.__layerscope && window.__layerscope.store.main)]);
+    return react.call(this, el, ...rest);
+  };
+} });
+"""
+
+
+def test_the_first_screen_draws_the_runs_timeline_before_any_other_figure(page, server_url: str) -> None:
+    page.page.add_init_script(DRAWS)
+    open_scenario(page, server_url, "serving-long-prompt-itl")
+    page.wait("window.__draws.length >= 4", timeout_s=60)
+    draws = page.js("window.__draws")
+    assert all(loaded for _, loaded in draws), draws  # nothing drawn empty before the run arrived
+    assert draws[0][0] == "timeline-plot", draws  # then the timeline first, the other panels after it
+    assert page.problems == []
+
+
 def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str) -> None:
     open_scenario(page, server_url, "decode-pulses")
     page.page.get_by_test_id("scenario-select").select_option("prefill-8k-chunked")

@@ -47,9 +47,12 @@ def test_a_serving_comparison_draws_run_b_in_the_lanes_the_steps_and_the_histogr
     assert n_a > 1 and n_b > 1  # run B's requests are read from its whole run
     # lanes: B's rows below A's, after a gap row, each block labelled with its run
     rows = page.js(
-        "Math.max(...document.getElementById('requests-plot').data.flatMap(t => t.y.filter(v => v !== null)))"
+        "(() => { const d = document.getElementById('requests-plot').data;"
+        " const ys = (b) => new Set(d.filter(t => t.meta.startsWith('B ') === b)"
+        "   .flatMap(t => t.y.filter(v => v !== null)));"
+        " const a = ys(false), bb = ys(true); return [a.size, bb.size, Math.max(...a) < Math.min(...bb)]; })()"
     )
-    assert rows == n_a + n_b  # the last B row
+    assert rows == [n_a, n_b, True]  # one row per request of each run, B's below A's
     notes = page.js("document.getElementById('requests-plot').layout.annotations.map(a => a.text)")
     assert any(t.startswith("A ") for t in notes) and any(t.startswith("B ") for t in notes)
     # step composition: B's steps on their own row of the same time axis

@@ -15,12 +15,23 @@ from layerscope.model.config import preset
 def test_plan_json_gives_the_placement_per_gpu(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--gpu", "h200", "--tp", "8", "--max-num-batched-tokens", "4096", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    want = place(preset("qwen3-235b-a22b"), gpu("h200"), DeploymentSpec(tp=8), 4096).per_gpu()
+    # max_num_seqs left out: vLLM's H200 default, 1024 (at most the 4096 batched tokens)
+    want = place(preset("qwen3-235b-a22b"), gpu("h200"), DeploymentSpec(tp=8), 4096, 1024).per_gpu()
     assert out["per_gpu"] == want
     assert set(want) >= {"weights_gib", "activation_gib", "cuda_graph_gib", "kv_cache_gib", "kv_tokens",
                          "kv_bytes_per_token", "max_concurrency"}
     assert out["shard"]["kv_heads"] == 1 and out["shard"]["kv_replication"] == 2
     assert out["per_gpu"]["weights_gib"] == 54.91
+
+
+@pytest.mark.parametrize(("gpu_name", "tokens", "seqs"), [("h200", 8192, 1024), ("a100-80g-sxm", 2048, 256)])
+def test_plan_defaults_are_vllms_for_the_gpu(gpu_name: str, tokens: int, seqs: int,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--gpu", gpu_name, "--tp", "8", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["max_num_batched_tokens"], out["max_num_seqs"]) == (tokens, seqs)
+    assert out["per_gpu"] == place(preset("qwen3-235b-a22b"), gpu(gpu_name), DeploymentSpec(tp=8), tokens,
+                                   seqs).per_gpu()
 
 
 def test_plan_prints_vllm_log_lines(capsys: pytest.CaptureFixture[str]) -> None:

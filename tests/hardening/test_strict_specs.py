@@ -15,6 +15,7 @@ from hardening_util import ws_answer
 from layerscope import scenario as scn
 from layerscope.cli import main
 from layerscope.commands.serve import build_app
+from layerscope.runtime.engine import simulate
 from layerscope.server.settings import Settings
 
 LAX = [
@@ -79,8 +80,6 @@ def test_duplicate_yaml_keys_are_refused(tmp_path: Path, capsys: pytest.CaptureF
     [
         {"gpu": "h200", "deployment": {"tp": 8, "max_model_len": 16}},
         {"gpu": "h200", "prompt_len": 4096, "decode_steps": 32, "deployment": {"tp": 8, "max_model_len": 4096}},
-        {"gpu": "h200", "workload": {"num_requests": 2, "input_len": 1024, "output_len": 64},
-         "deployment": {"tp": 8, "max_model_len": 512}},
     ],
 )
 def test_max_model_len_below_the_requests_is_refused_with_the_reason(client: TestClient, spec: dict) -> None:
@@ -88,6 +87,14 @@ def test_max_model_len_below_the_requests_is_refused_with_the_reason(client: Tes
         scn.parse_spec(spec)
     err = ws_answer(client, {"type": "load", "spec": spec})
     assert err["type"] == "error" and err["field"] == "spec.deployment.max_model_len", err
+
+
+def test_a_workloads_requests_over_max_model_len_are_rejected_one_by_one() -> None:
+    # as vLLM's server answers each with a 400 and serves the rest: the spec is accepted, the requests rejected
+    spec = scn.parse_spec({"gpu": "h200", "workload": {"num_requests": 2, "input_len": 1024, "output_len": 64},
+                           "deployment": {"tp": 8, "max_model_len": 512}})
+    r = simulate(spec, summary_only=True)
+    assert r.summary["failed"] == 2 and r.summary["completed"] == 0
 
 
 def test_max_model_len_that_fits_still_runs() -> None:

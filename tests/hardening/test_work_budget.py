@@ -69,8 +69,8 @@ def test_the_compare_runs_own_overrides_are_counted() -> None:
 def test_batch_width_and_page_fit_are_counted() -> None:
     narrow = scn.apply_overrides(scn.load_preset("serving-64-h200-tp8"), {"scheduler.max_num_seqs": 1})
     wide = scn.load_preset("serving-64-h200-tp8")
-    per_step = {s.scheduler.max_num_seqs: estimate_work(s).units for s in (narrow, wide)}
-    assert per_step[1] > per_step[256]  # one at a time: many more steps
+    per_step = {s.scheduler_limits.max_num_seqs: estimate_work(s).units for s in (narrow, wide)}
+    assert per_step[1] > per_step[1024]  # one at a time (vLLM's H200 default: 1024): many more steps
     assert estimate_work(wide).units > estimate_work(
         scn.apply_overrides(wide, {"workload.output_len": 1})).units  # decode steps of a wide batch cost
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from layerscope.hardware.cost import (
+    DRAM_LATENCY_S,
     FITTED,
     CostModel,
     attention_flops,
@@ -70,6 +71,20 @@ def test_memory_time_follows_bandwidth_and_contention() -> None:
     assert stolen.parts["memory_us"] == pytest.approx(2 * small.parts["memory_us"])
     assert cm.cost(_stream(1e8), CostEnv(extra_bytes=1e8)).time_us > small.time_us
     assert gpu("b200") and CostModel(gpu("b200")).cost(_stream(1e8)).time_us < small.time_us
+
+
+def test_few_loads_in_flight_bound_a_stream_by_the_dram_latency() -> None:
+    """Little's law: a grid that keeps B bytes in flight streams at most B per DRAM latency, however much bandwidth
+    there is; with enough in flight the bandwidth bounds it as before."""
+    b200 = CostModel(gpu("b200"))
+    free = b200.cost(_stream(25e6)).parts["memory_us"]
+    assert b200.cost(_stream(25e6, inflight_bytes=1e9)).parts["memory_us"] == pytest.approx(free)
+    starved = b200.cost(_stream(25e6, inflight_bytes=768e3)).parts["memory_us"]
+    assert starved == pytest.approx(25e6 * DRAM_LATENCY_S["blackwell"] / 768e3 * 1e6)
+    assert starved > 3 * free  # 96 CTAs x 8 KiB in flight: ~1.8 TB/s of the B200's 8 TB/s
+    assert 300e-9 < DRAM_LATENCY_S["hopper"] < DRAM_LATENCY_S["blackwell"] < 500e-9  # pointer-chase figures
+    plain = plain_roofline(gpu("b200")).cost(_stream(25e6, inflight_bytes=768e3)).parts["memory_us"]
+    assert plain == pytest.approx(plain_roofline(gpu("b200")).cost(_stream(25e6)).parts["memory_us"])
 
 
 def test_l2_residency_when_warm_and_fitting() -> None:

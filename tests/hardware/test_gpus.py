@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import get_args
 
 import pytest
 
 from layerscope.hardware import tables
 from layerscope.hardware.collectives import all_reduce_us
 from layerscope.hardware.cost import CostModel
-from layerscope.hardware.gpus import GPU_NAMES, GPUS, gpu
+from layerscope.hardware.gpus import GPUS, GpuName, gpu
 from layerscope.hardware.kernel import GemmOp, Kernel
 
 
@@ -42,7 +43,7 @@ def test_unknown_gpu_names_the_choices() -> None:
 
 
 def test_every_gpu_name_comes_from_the_one_list_and_each_record_holds_its_tables() -> None:
-    assert tuple(GPUS) == GPU_NAMES
+    assert tuple(GPUS) == get_args(GpuName)
     for g in GPUS.values():
         assert tables.price(g.name, GemmOp(1024, 4096, 4096)) is not None  # the record's own measured tables
         assert all_reduce_us(g, 8, 1 << 20).source.startswith(("measured", "vLLM custom", "h100-sxm NCCL"))

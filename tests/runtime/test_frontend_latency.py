@@ -41,7 +41,8 @@ def test_sglang_prefills_eagerly_and_its_front_end_differs():
     engine_vllm = vllm["mean_ttft_ms"] - vllm["mean_frontend_ms"]
     engine_sglang = sglang["mean_ttft_ms"] - sglang["mean_frontend_ms"]
     assert engine_sglang > engine_vllm + 3.0  # ~600 kernels of a 500-token prefill each wait for their launch
-    assert sglang["mean_tpot_ms"] == pytest.approx(vllm["mean_tpot_ms"], rel=1e-3)  # decode replays graphs in both
+    # decode replays graphs in both; SGLang's unfused q/k norm and rope add one small kernel a layer (runtime/vllm.py)
+    assert vllm["mean_tpot_ms"] < sglang["mean_tpot_ms"] < 1.03 * vllm["mean_tpot_ms"]
 
 
 def test_lagged_arrival_only_when_busy_and_scheduling_ahead():

@@ -9,7 +9,7 @@ from layerscope.runtime.kv.block_pool import BlockPool
 from layerscope.runtime.kv.cache_manager import KVCacheManager
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.request import Request
-from layerscope.runtime.sched_interface import SchedulerInterface
+from layerscope.runtime.sched_interface import SchedulerInterface, StepResult
 from layerscope.runtime.scheduler import ArticleScheduler, Scheduler
 
 
@@ -43,3 +43,12 @@ def test_each_step_samples_exactly_the_requests_whose_known_tokens_it_computed()
             assert steps < 100
         assert tokens == {0: 3, 1: 3}, type(sched).__name__
         assert sched.num_unfinished() == 0
+
+
+def test_sampled_into_writes_each_requests_tokens_in_its_place_in_any_order() -> None:
+    reqs = [Request(i, 0.0, 4, 2, np.zeros(6, dtype=np.int32)) for i in range(4)]
+    ids = [3, 0, 2, 1]  # the step's order
+    in_order, shuffled = [0] * 4, [0] * 4
+    StepResult(sampled=[reqs[3], reqs[2]]).sampled_into(ids, in_order)
+    StepResult(sampled=[reqs[1], reqs[3]]).sampled_into(ids, shuffled)  # out of step order: looked up
+    assert in_order == [1, 0, 1, 0] and shuffled == [1, 0, 0, 1]

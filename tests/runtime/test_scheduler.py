@@ -138,3 +138,17 @@ def test_a_summary_only_run_counts_rejections_and_prefix_stats_as_the_full_run()
     assert full.summary["prefix_cache_queries"] == sum(e.input_len for e in scheduled)
     assert full.summary["prefix_cache_hit_rate"] == round(
         full.summary["prefix_cache_hits"] / full.summary["prefix_cache_queries"], 4)
+
+
+@pytest.mark.parametrize(("async_scheduling", "steps_later"), [(False, 1), (True, 2)])
+def test_async_scheduling_admits_a_new_request_one_step_later(async_scheduling: bool, steps_later: int) -> None:
+    # vLLM's async scheduling (on by default since v0.12) schedules step N+1 while step N runs: a request that
+    # arrives during step N is seen when N+1 is scheduled next, so it joins step N+2 instead of N+1
+    spec = _spec({"num_requests": 2, "input_len": 64, "output_len": 200, "request_rate": 20.0, "seed": 5},
+                 deployment={"tp": 1, "async_scheduling": async_scheduling})
+    r = simulate(spec)
+    steps = _of(r.events, "step")
+    arrive = next(e.t_us for e in _of(r.events, "request", "arrive") if e.request_id == 1)
+    admitted = next(e.t_us for e in _of(r.events, "request", "scheduled") if e.request_id == 1)
+    k = next(i for i, s in enumerate(steps) if s.start_us <= arrive < s.start_us + s.model_dur_us)
+    assert admitted == steps[k + steps_later].start_us

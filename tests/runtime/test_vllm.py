@@ -12,7 +12,16 @@ from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
 from layerscope.hardware.kernel import ContextAttentionOp, GemmOp, Kernel, MoeOp
 from layerscope.model.config import PRESETS
-from layerscope.runtime.vllm import ATTENTION_KERNELS, VllmRuntime, decode_attention_kernel
+from layerscope.runtime.sharded import deployed
+from layerscope.runtime.vllm import (
+    ATTENTION_KERNELS,
+    TRITON_DEFAULT_TILES,
+    MoePlacement,
+    VllmRuntime,
+    decode_attention_kernel,
+    moe_kernels,
+)
+from layerscope.scenario import ScenarioSpec
 
 QWEN = PRESETS["qwen3-235b-a22b"]
 
@@ -54,6 +63,73 @@ def test_prefill_attention_has_a_per_call_floor(g: str, floor: float) -> None:
     assert analytic.time_us >= floor
     old = CostModel(gpu(g), measured=False).cost(_attention(plan.prefill_chunk(QWEN, 128, 0))).time_us
     assert old < 0.6 * fresh.time_us  # the model as fitted had no floor (H200: 2.5 us against 15.5)
+
+
+@pytest.mark.parametrize(("g", "streams"), [("a100-80g-sxm", 8), ("h100-sxm", 1), ("b200", 1)])
+def test_decodes_beside_a_prefill_chunk_on_fa2_stream_their_kv_once_per_query_head(g: str, streams: int) -> None:
+    """vLLM V1 runs a mixed step as one varlen FlashAttention call; FA2 packs a KV head's query heads only when every
+    query is one token, so on an A100 each of a tp-8 GPU's 8 query heads reads its one KV head's cache itself: 8 x
+    the KV bytes of the same decodes in a step of their own. FA3 and FlashInfer do not (streams 1)."""
+    tp8 = shard(QWEN, DeploymentSpec(tp=8))
+    assert (tp8.num_attention_heads, tp8.num_key_value_heads) == (8, 1)
+    plan = VllmRuntime(gpu(g).arch)
+    decodes = [(1, 4000)] * 64
+
+    def decode_kernel(batch: list[tuple[int, int]]) -> Kernel:
+        return next(k for k in plan.step_kernels(tp8, batch) if k.attn is not None and k.attn.batch == 64)
+
+    alone, mixed = decode_kernel(decodes), decode_kernel([*decodes, (1024, 0)])
+    kv = alone.bytes - alone.attn.batch * 2 * tp8.num_attention_heads * tp8.head_dim * 2.0  # less q in, out
+    assert mixed.bytes - alone.bytes == pytest.approx((streams - 1) * kv, rel=0.01)
+    assert mixed.attn.kv_heads == streams * alone.attn.kv_heads
+    cm = CostModel(gpu(g))
+    if streams == 1:
+        assert cm.cost(mixed).time_us == pytest.approx(cm.cost(alone).time_us)
+    else:  # an MHA-shaped stream no table holds (analytic) against the measured GQA decode: ~6x on an A100
+        assert cm.cost(mixed).time_us > 0.6 * streams * cm.cost(alone).time_us
+
+
+def test_sglang_runs_its_q_k_norms_and_rope_apart() -> None:
+    """SGLang's fused qk_norm_rope is opt-in (PR #13998): its decode runs q_norm (k_norm beside it on an alternate
+    stream) and then rope, one kernel more a layer than vLLM's fused_qk_norm_rope_kernel."""
+    vllm, sglang = VllmRuntime("blackwell"), VllmRuntime("blackwell")
+    sglang.engine = "sglang"
+    names = [k.name for k in sglang.decode_step(QWEN, 1000) if k.stage == "qk_norm_rope"]
+    assert names == ["apply_qk_norm (q_norm; k_norm on an alternate stream)", "apply_rope_with_cos_sin_cache_inplace"]
+    assert [k.name for k in vllm.decode_step(QWEN, 1000) if k.stage == "qk_norm_rope"] == ["fused_qk_norm_rope_kernel"]
+    cm = CostModel(gpu("b200"))
+    extra = sum(cm.cost(k).time_us for k in sglang.decode_step(QWEN, 1000)) - sum(
+        cm.cost(k).time_us for k in vllm.decode_step(QWEN, 1000))
+    assert 1.0 < extra < 3.0  # one more small launch under CUDA graphs
+    deployed_plan, _ = deployed(ScenarioSpec(name="x", model="qwen3-235b-a22b", gpu="b200",
+                                             deployment={"tp": 8, "engine": "sglang"}))
+    assert deployed_plan.base.engine == "sglang"
+
+
+def _fused(ks: list[Kernel]) -> list[Kernel]:
+    return [k for k in ks if k.name == "fused_moe_kernel"]
+
+
+def test_default_fused_moe_tiles_starve_a_small_grid() -> None:
+    """No tuned config file (SGLang 0.5.6 on 8 x B200, vLLM PR #23151's baseline): get_default_config's 16 x 32
+    tiles, K step 64, 3 stages. One decode token on Qwen3-235B-A22B tp 8: gate_up is 8 experts x 384/32 = 96 CTAs
+    of 2 x 64 x 32 bf16 weights in flight each, so its 25 MB stream waits on the DRAM latency; at 64 tokens the grid
+    is ~120 experts wide and the bandwidth bounds it again. Tuned tiles keep the fitted price."""
+    h, mi, e, topk = QWEN.hidden_size, QWEN.moe_intermediate_size // 8, QWEN.num_experts, QWEN.num_experts_per_tok
+    default, tuned = MoePlacement(moe_tp=8, tiles="default"), MoePlacement(moe_tp=8)
+    gate_up, down = _fused(moe_kernels(1, h, mi, e, topk, "bf16", default))
+    assert gate_up.inflight_bytes == pytest.approx(8 * (2 * mi // 32) * 2 * 64 * 32 * 2)
+    assert down.inflight_bytes == pytest.approx(8 * (h // 32) * 2 * 64 * 32 * 2)  # 192 = 3 K steps: 2 in flight
+    assert all(kern.inflight_bytes == 0 for kern in _fused(moe_kernels(1, h, mi, e, topk, "bf16", tuned)))
+    cm = CostModel(gpu("b200"))
+
+    def experts_us(t: int, p: MoePlacement) -> float:
+        return sum(cm.cost(kern).time_us for kern in _fused(moe_kernels(t, h, mi, e, topk, "bf16", p)))
+
+    assert experts_us(1, default) > experts_us(1, tuned) + 8.0  # ~+10 us a layer, ~+0.9 ms a decode step
+    assert experts_us(64, default) == pytest.approx(experts_us(64, tuned))
+    assert TRITON_DEFAULT_TILES[("bf16", False)].block_m == 64  # more tokens than experts: the larger tile
+    assert experts_us(512, default) == pytest.approx(experts_us(512, tuned))  # a prefill's grid is wide too
 
 
 def test_fp8_gemms_and_block_fp8_moe_come_from_the_tables() -> None:

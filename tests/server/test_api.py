@@ -73,8 +73,12 @@ def test_index_page_has_panels_and_local_plotly(client: TestClient) -> None:
     r = client.get("/")
     assert r.status_code == 200
     html = r.text
-    for panel in ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls"]:
-        assert f'data-testid="{panel}"' in html
+    assert 'data-testid="controls"' in html and '<main class="grid" id="panels"></main>' in html
+    # the panels are built from the registry the page preloads (tests/browser check them on the page)
+    assert '<link rel="modulepreload" href="/static/js/panels/index.js">' in html
+    registry = client.get("/static/js/panels/index.js").text
+    for panel in ["topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "requests"]:
+        assert f'id: "{panel}"' in registry
     assert "/vendor/plotly.min.js" in html
     assert "cdn" not in html.lower()
 
@@ -229,3 +233,13 @@ def test_body_limit_counts_a_body_without_a_length() -> None:
 
     assert limited.post("/api/trace", content=chunks()).status_code == 413
     assert limited.post("/api/trace", content=b'{"scenario": 1}').status_code == 422  # small: parsed as usual
+
+
+def test_an_app_serves_runs_again_after_its_lifespan_restarts() -> None:
+    # An ASGI test client per call (schemathesis' from_asgi) starts and stops the app's lifespan each time: a
+    # shutdown closes the run cache, and the next start must open it again, or every export answers 503.
+    app = build_app(Settings(max_sim_work=2000))
+    for steps in (3, 4):  # a run not simulated before, each time: the cache must take it
+        with TestClient(app) as c:
+            r = c.post("/api/trace", json={"scenario": "decode-pulses", "set": {"decode_steps": steps}})
+            assert r.status_code == 200, r.text[:200]

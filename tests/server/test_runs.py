@@ -90,3 +90,22 @@ def test_cached_runs_stay_out_of_the_collectors_passes_until_dropped() -> None:
         assert dropped[1]() is second.result and gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()  # leave the test process as it was
+
+
+def test_loaded_is_encoded_in_short_pieces_to_the_same_text(monkeypatch: Any) -> None:
+    """One json.dumps of a heavy run's `loaded` held the interpreter's lock for up to a second: it is made of
+    pieces of at most LIST_PIECE list items (the event loop runs between them), and the text is the same."""
+    from layerscope.server import runs as runs_mod
+
+    value = {"a": [[i, f"k{i}", i / 7] for i in range(5003)], "b": [{"x": [1.5] * 3, "y": None}, {"z": "é\n"}],
+             "c": {"1": {"deep": list(range(4001))}}, "d": {1: "int key"}, "e": float("nan"), "f": []}
+    assert runs_mod.dumps_in_pieces(value) == json.dumps(value, separators=(",", ":"))
+    run = prepare(fake_simulate(SPEC))
+    assert run.loaded.text == json.dumps(dict(run.loaded), separators=(",", ":"))
+
+    biggest: list[int] = []
+    real = runs_mod.compact_dumps
+    monkeypatch.setattr(runs_mod, "compact_dumps", lambda v: biggest.append(len(v) if isinstance(v, list) else 0)
+                        or real(v))
+    runs_mod.dumps_in_pieces(value)
+    assert max(biggest) == runs_mod.LIST_PIECE  # never one dumps of a whole 5003-item list

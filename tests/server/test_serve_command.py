@@ -1,4 +1,4 @@
-"""`layerscope serve`: arguments and settings (the server itself is tested through create_app)."""
+"""`layerscope serve`: arguments and settings (the server itself is tested through commands.serve.build_app)."""
 
 from __future__ import annotations
 
@@ -46,3 +46,19 @@ def test_tuned_deflate_protocol_is_uvicorns_with_other_settings() -> None:
 
     proto = deflate_protocol()
     assert isinstance(proto, type) and issubclass(proto, WebSocketsSansIOProtocol)
+
+
+def test_serve_reexecutes_itself_on_the_system_malloc_only_as_the_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from layerscope.commands.serve import use_system_malloc
+
+    monkeypatch.delenv("PYTHONMALLOC", raising=False)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/layerscope", "serve", "--port", "0"])
+    argv = ["/venv/bin/python", "-X", "dev", "/venv/bin/layerscope", "serve", "--port", "0"]
+    assert use_system_malloc(argv) == [sys.executable, *argv[1:]]  # the same command, interpreter options kept
+    monkeypatch.setenv("PYTHONMALLOC", "pymalloc")  # chosen by the user, or already re-executed
+    assert use_system_malloc(argv) is None
+    monkeypatch.delenv("PYTHONMALLOC")
+    monkeypatch.setattr(sys, "argv", ["pytest", "tests/server"])  # cli.main(["serve", ...]) inside a program
+    assert use_system_malloc(argv) is None

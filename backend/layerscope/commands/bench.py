@@ -24,7 +24,7 @@ from layerscope.scenario import ScenarioSpec, apply_overrides, load
 HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its result block or JSON"
 # Summary keys a `vllm bench serve --save-result` JSON carries (names as vLLM saves them).
 RESULT_KEYS = (
-    "completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+    "completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
     "output_throughput", "total_token_throughput", *(k for k in COMPARED if k.endswith("_ms")),
     "num_preemptions", "prefix_cache_hit_rate", *FRONTEND_KEYS,
 )

@@ -6,10 +6,10 @@ import argparse
 import json
 from typing import get_args
 
-from layerscope.deployment import MAX_NUM_SEQS, DeploymentSpec, Placement, RouterName, place, shard
+from layerscope.deployment import DeploymentSpec, Placement, RouterName, place, shard
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
-from layerscope.scenario import format_validation_error
+from layerscope.scenario import SchedulerSpec, format_validation_error, scheduler_limits
 
 HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
 
@@ -23,8 +23,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default="bf16", help="vLLM --kv-cache-dtype")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     p.add_argument("--max-model-len", type=int, default=None, help="default: the model's context length")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192, help="the profile run's token count")
-    p.add_argument("--max-num-seqs", type=int, default=MAX_NUM_SEQS, help="the sampler's profile run")
+    p.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="the profile run's token count (default: vLLM's for `vllm serve` on the GPU: 8192, A100 2048)")
+    p.add_argument("--max-num-seqs", type=int, default=None,
+                   help="the sampler's profile run (default: vLLM's for `vllm serve` on the GPU: 1024, A100 256)")
     p.add_argument("--no-cuda-graphs", action="store_true", help="vLLM --enforce-eager: no graph pool")
     p.add_argument("--replicas", type=int, default=1, help="engines of this shape on the node, behind a router")
     p.add_argument("--router", choices=get_args(RouterName), default="round_robin",
@@ -44,10 +46,14 @@ def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
 
 
 def plan(args: argparse.Namespace) -> tuple[DeploymentSpec, Placement, dict]:
-    if args.max_num_batched_tokens < 1 or args.max_num_seqs < 1:
+    if (args.max_num_batched_tokens is not None and args.max_num_batched_tokens < 1) or (
+            args.max_num_seqs is not None and args.max_num_seqs < 1):
         raise ValueError("--max-num-batched-tokens and --max-num-seqs must be >= 1")
     model, dep = resolve(args.model), deployment_of(args)
-    p = place(model, gpu(args.gpu), dep, args.max_num_batched_tokens, args.max_num_seqs)
+    sched = SchedulerSpec.model_construct(max_num_batched_tokens=args.max_num_batched_tokens,
+                                          max_num_seqs=args.max_num_seqs)  # checked above; vLLM's defaults for None
+    lim = scheduler_limits(sched, gpu(args.gpu).name, dep.max_model_len or model.max_position_embeddings)
+    p = place(model, gpu(args.gpu), dep, lim.max_num_batched_tokens, lim.max_num_seqs)
     local = shard(model, dep)
     out = {
         "model": model.name,
@@ -61,7 +67,8 @@ def plan(args: argparse.Namespace) -> tuple[DeploymentSpec, Placement, dict]:
         "gpu_memory_utilization": dep.gpu_memory_utilization,
         "cuda_graphs": dep.cuda_graphs,
         "max_model_len": p.max_model_len,
-        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "max_num_batched_tokens": lim.max_num_batched_tokens,
+        "max_num_seqs": lim.max_num_seqs,
         "shard": {"attention_heads": local.num_attention_heads, "kv_heads": local.num_key_value_heads,
                   "kv_replication": p.kv_replication, "experts": local.num_experts,
                   "moe_intermediate_size": local.moe_intermediate_size, "vocab": local.vocab_size},

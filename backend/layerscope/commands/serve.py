@@ -73,6 +73,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The server allocates Python objects with the C library's malloc, not pymalloc: pymalloc hands a 1 MiB arena back
+# to the OS only once every object in it is free, so the few long-lived objects made while a viewer's run was alive
+# (a preset cached meanwhile, memo entries) kept most of the freed runs resident (345-372 MiB after 8 heavy
+# clients left, never under; ~240 MiB with malloc, whose free pages malloc_trim returns: bench/README.md, Hardening).
+SERVER_PYTHONMALLOC = "malloc"
+
+
+def use_system_malloc(argv: list[str]) -> list[str] | None:
+    """The command line to re-execute this `layerscope serve` process with under SERVER_PYTHONMALLOC (the allocator
+    is chosen at interpreter start, so only a new one can change it); None to go on as is: PYTHONMALLOC already set
+    (by the user, or by the re-execution), or `serve` called from inside another program (tests)."""
+    if "PYTHONMALLOC" in os.environ or sys.argv[1:2] != ["serve"] or not sys.platform.startswith("linux"):
+        return None
+    return [sys.executable, *argv[1:]]
+
+
 def simulator(simulate: Simulate | None = None) -> Simulator:
     """The engine as the server is handed it: its simulate, work estimate and topology. `simulate` replaces the
     engine's own run (tests hand the server a fake; the estimate and the topology stay the engine's)."""
@@ -87,6 +103,8 @@ def build_app(settings: Settings | None = None, simulate: Simulate | None = None
 
 
 def run(args: argparse.Namespace) -> int:
+    if (again := use_system_malloc(sys.orig_argv)) is not None:
+        os.execve(again[0], again, {**os.environ, "PYTHONMALLOC": SERVER_PYTHONMALLOC})
     if args.scenario is not None:
         scn.load_preset(args.scenario)  # fail now, in one line, rather than in the browser
     settings = Settings.from_env(

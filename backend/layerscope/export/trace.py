@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from layerscope.result import SimResult
 from layerscope.runtime.chunks import GIB
 
 PID = 1  # run A; the compare run (B) is PID + 1
@@ -24,7 +25,7 @@ CLOCK_NAMES = {"layer": "one decoder layer, simulated microseconds",  # SimResul
                "model": "the whole model (a client's clock), simulated microseconds"}
 
 
-def to_perfetto(result: Any) -> dict[str, Any]:
+def to_perfetto(result: SimResult) -> dict[str, Any]:
     """The trace as a dict ({"traceEvents": [...], ...}); `result` is a layerscope.result.SimResult. A comparison's
     compare run is a second process (B) beside the main run (A), each on its own clock from 0."""
     out = _run_events(result, PID, f"A: {result.spec.name}")

@@ -105,6 +105,19 @@ FUSED_MOE: dict[str, FusedMoeConstants] = {
 }
 
 
+# Unloaded DRAM latency per architecture, for a stream whose loads in flight are few (Kernel.inflight_bytes): such a
+# grid waits one latency per round of loads, so it streams inflight_bytes / latency at most (Little's law). Pointer-
+# chase figures of markdewing/AI_kernels latency/README.md (main memory, SM cycles): B200 860 cycles, GH200 690, at
+# the 1,980 MHz boost of the H100 SXM (NVIDIA's datasheet; Chips and Cheese's B200 article: "clock speeds are similar
+# to the H100's high power SXM5 variant"). No A100 figure is in that table: GH200's cycles at the A100's 1,410 MHz
+# boost, an assumption.
+DRAM_LATENCY_S: dict[str, float] = {
+    "blackwell": 860 / 1.98e9,
+    "hopper": 690 / 1.98e9,
+    "ampere": 690 / 1.41e9,
+}
+
+
 @dataclass(frozen=True)
 class DecodeAttentionConstants:
     """The paged split-KV decode attention kernel (flash_fwd_splitkv_kernel: one query per sequence over its paged
@@ -277,6 +290,8 @@ class CostModel:
         hbm = k.bytes - l2 + env.extra_bytes
         share = min(1.0, ctas / g.sms) if ctas > 0 else 1.0  # a small grid only has its SMs' load units
         t = (hbm / (g.hbm_bw * eff * env.hbm_bw_scale) + l2 / (g.hbm_bw * g.l2_bw_factor * eff)) / share
+        if k.inflight_bytes > 0 and self.tiled:  # few loads in flight: one DRAM latency per round of them
+            t = max(t, hbm * DRAM_LATENCY_S[g.arch] / k.inflight_bytes)
         return t * 1e6, hbm
 
     def launch_us(self, k: Kernel) -> float:

@@ -9,7 +9,7 @@ a GPU without them is refused by the measured cost model, never priced by the pl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
 TB = 1e12
 GB = 1e9
@@ -31,7 +31,8 @@ GiB = 1024**3
 # by what bandwidth factor: H200 SXM has H100 SXM's NVLink 4 at 900 GB/s; B200's NVLink 5 is 2x NVLink 4 (NVIDIA
 # Blackwell datasheet), scaled, not measured.
 
-# The GPUs LayerScope prices: the one list every GPU name is derived from (GPUS below checks it).
+# The GPUs LayerScope prices: the one list of their names (the scenario's `gpu`, the settings form; GPUS holds a
+# record for each, tests/hardware/test_gpus.py checks it).
 GpuName = Literal["a100-80g-sxm", "h100-sxm", "h200", "b200"]
 
 
@@ -163,7 +164,6 @@ B200 = GPU(
 )
 
 GPUS: dict[str, GPU] = {g.name: g for g in (A100_80G_SXM, H100_SXM, H200, B200)}
-GPU_NAMES: tuple[str, ...] = get_args(GpuName)
 
 
 def gpu(name: str) -> GPU:

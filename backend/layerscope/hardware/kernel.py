@@ -132,6 +132,9 @@ class Kernel:
     vectorized: bool = True  # False: loads element by element (older norm/rope/act kernels) and reaches less bandwidth
     fixed_us: float = 0.0  # a fixed cost the runtime states as such (the article's switch-over costs), added as is
     ctas: int = 0  # thread blocks in the grid; 0 = enough to fill every SM. Fewer blocks than SMs get their SMs' share
+    # bytes the grid's loads keep in flight at once (a small-tile kernel's software pipeline): its stream is at most
+    # inflight_bytes / DRAM latency (Little's law, hardware/cost.py DRAM_LATENCY_S); 0 = enough to reach the bandwidth
+    inflight_bytes: float = 0.0
     attn: AttentionShape | None = None  # attention kernels: priced with the published flash-attention efficiency
     scope: Scope = "layer"  # "model": paid once per model step (embedding lookup, switch-over), not once per layer
     # what a measured table prices it by (hardware/tables); None: the analytic model only. An OpPart: one of the

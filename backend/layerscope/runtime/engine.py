@@ -19,7 +19,6 @@ import gc
 from typing import Any
 
 from layerscope.events import SummaryEvent
-from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.gcpause import paused_gc
@@ -98,7 +97,7 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
 
 def _result(spec: ScenarioSpec, instance: Instance, events: list[Any],
             summary: dict[str, float | int | bool | str]) -> SimResult:
-    topology = instance.plan.topology(instance.model, CostModel(instance.gpu))  # the plan the instance ran
+    topology = instance.plan.topology(instance.model, instance.timing.cost_model)  # the plan the instance ran
     return SimResult(spec=spec, events=events, topology=topology, summary=summary, clock=instance.clock)
 
 

@@ -57,8 +57,10 @@ class ServingMetrics:
         """The hot loop: a run's request-steps. Each token a request sampled came at the step's end."""
         token_us = self.token_us
         for rid, n in zip(request_ids, num_sampled, strict=True):
-            for _ in range(n):
+            if n == 1:  # the common case: one token (a speculative step's several would come as n > 1)
                 token_us[rid].append(end_us)
+            elif n:
+                token_us[rid].extend([end_us] * n)
 
     def rejected(self, rid: int) -> None:
         del rid  # it never runs: no token, no finish

@@ -185,7 +185,7 @@ class RequestHooks:
     # == numerics and experts =======================================================================
     def numerics(self, r: ShadowResult, phase: str, chunk: int | None = None, step: int | None = None) -> None:
         assert self.shadow is not None
-        self.emit(NumericsEvent(t_us=self.state.t, phase=phase, scaled_model=self.shadow.name,  # type: ignore[arg-type]
+        self.emit(NumericsEvent(t_us=self.state.t, phase=phase, scaled_model=self.shadow.name,
                                 tokens=r.tokens, rel_error=r.rel_error, max_abs_error=r.max_abs_error,
                                 nan_count=r.nan_count, inf_count=r.inf_count, step=step, chunk=chunk))
         s = self.state.stats
@@ -203,7 +203,7 @@ class RequestHooks:
             counts = self.router.counts(min(full_tokens, 256) if phase == "prefill" else 1)
         if self.traffic is None:  # a dense model has no experts to count
             return
-        self.emit(ExpertsEvent(t_us=at, phase=phase, step=step, chunk=chunk,  # type: ignore[arg-type]
+        self.emit(ExpertsEvent(t_us=at, phase=phase, step=step, chunk=chunk,
                                scaled_model=self.spec.numerics_model, counts=counts,
                                distinct_full=self.traffic.distinct(full_tokens),
-                               assumed=self.traffic.routing.assumed))  # type: ignore[arg-type]
+                               assumed=self.traffic.routing.assumed))

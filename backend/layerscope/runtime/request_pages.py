@@ -52,7 +52,7 @@ class RequestPages:
         self.state.version += 1
         for m in grant.migrations:
             self.migrate(m)
-        self.emit(PageAllocEvent(t_us=self.state.t, owner=SEQ, phase=phase, logical=grant.logical,  # type: ignore[arg-type]
+        self.emit(PageAllocEvent(t_us=self.state.t, owner=SEQ, phase=phase, logical=grant.logical,
                                  banks=grant.banks, slots=grant.slots))
         return grant.migrations
 

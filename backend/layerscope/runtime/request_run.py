@@ -101,6 +101,7 @@ class RequestInstance(Instance):
         return self.num_steps / self._work_total
 
     def step(self, t: float) -> tuple[float, int]:
+        assert t == self.state.t, "the loop steps the instance from where its last step ended (its own clock)"
         out = self.scheduler.schedule()
         d = self.scheduler.chunk
         if d is not None:

@@ -81,10 +81,20 @@ class StepResult:
         return {r.request_id: 1 for r in self.sampled}
 
     def sampled_into(self, request_ids: list[int], num_sampled: list[int]) -> None:
-        """Add the tokens each of the step's requests sampled into `num_sampled`, parallel to `request_ids`."""
-        where = {rid: i for i, rid in enumerate(request_ids)}
+        """Add the tokens each of the step's requests sampled into `num_sampled`, parallel to `request_ids` (the
+        step's order; `sampled` follows it, so one walk finds them: ~100 a step)."""
+        i, n = 0, len(request_ids)
         for req in self.sampled:
-            num_sampled[where[req.request_id]] += 1
+            rid = req.request_id
+            while i < n and request_ids[i] != rid:
+                i += 1
+            if i == n:  # out of step order: look each up (the schedulers here keep the order)
+                where = {r: k for k, r in enumerate(request_ids)}
+                for rid_, count in self.num_sampled().items():
+                    num_sampled[where[rid_]] = count
+                return
+            num_sampled[i] += 1
+            i += 1
 
 
 class SchedulerInterface(Protocol):

@@ -68,13 +68,13 @@ class ServingShadow:
         r = self.step([(s.request, s.num_context_tokens, s.num_new_tokens) for s in out.seqs])
         if r is None:
             return 0.0
-        emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.name, tokens=r.tokens,  # type: ignore[arg-type]
+        emit(NumericsEvent(t_us=t, phase=phase, scaled_model=self.name, tokens=r.tokens,
                            rel_error=r.rel_error, max_abs_error=r.max_abs_error, nan_count=r.nan_count,
                            inf_count=r.inf_count, step=i))
         if r.expert_counts is not None:
             assert traffic is not None  # expert counts come from a MoE model
-            emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.name,  # type: ignore[arg-type]
-                              counts=r.expert_counts, assumed=traffic.routing.assumed,  # type: ignore[arg-type]
+            emit(ExpertsEvent(t_us=t, phase=phase, step=i, scaled_model=self.name,
+                              counts=r.expert_counts, assumed=traffic.routing.assumed,
                               distinct_full=traffic.distinct(out.num_tokens)))
         return r.rel_error
 

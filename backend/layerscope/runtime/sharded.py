@@ -124,7 +124,8 @@ class ShardedRuntime(RuntimePlan):
         self.base = base
         if isinstance(base, VllmRuntime):  # its MoE is this GPU's experts, priced on the busiest GPU
             base.arch = gpu.arch
-            base.placement = MoePlacement(deployment.ep, deployment.moe_tp, routing)
+            base.placement = MoePlacement(deployment.ep, deployment.moe_tp, routing, deployment.fused_moe_config)
+            base.engine = deployment.engine
         self.full = full  # the whole model (vocabulary, router width) the shard comes from
         self.dep = deployment
         self.gpu = gpu

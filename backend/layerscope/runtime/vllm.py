@@ -30,6 +30,7 @@ from layerscope.hardware.cost import (
     attention_flops,
     decode_attention_bytes,
     expected_distinct_experts,
+    expected_row_tiles,
     flash_prefill_bytes,
 )
 from layerscope.hardware.kernel import (
@@ -65,6 +66,17 @@ ATTENTION_KERNELS = {
 }
 
 
+# Where a step's decodes, beside prefill chunks, are not GQA-packed. vLLM V1's FlashAttention backend runs a mixed
+# step as ONE flash_attn_varlen_func over every query token (vllm/v1/attention/backends/flash_attn.py), and FA2
+# (Ampere) packs a KV head's query heads into one CTA only when max_seqlen_q == 1 (vllm-project/flash-attention
+# csrc/flash_attn/flash_api.cpp mha_varlen_fwd, `seqlenq_ngroups_swapped`; vLLM's own use_cascade_attention cites
+# it): with a prefill chunk in the step, each query head of a decode reads its KV head's whole cache itself, heads
+# the outermost grid dimension (grid (m_block, batch, head)), so a batch's KV is streamed once per query head.
+# FA3 (Hopper) packs GQA for every varlen call (hopper/heuristics.h should_pack_gqa: `if (varlen_q) return true`);
+# on Blackwell vLLM's FlashInfer backend runs decodes apart.
+UNPACKED_MIXED_DECODE = frozenset({"ampere"})
+
+
 @dataclass(frozen=True)
 class MoePlacement:
     """How the experts of a (sharded) MoE layer sit on the GPUs: ep GPUs split the experts, moe_tp split each expert's
@@ -74,6 +86,32 @@ class MoePlacement:
     ep: int = 1
     moe_tp: int = 1
     routing: str = "uniform"
+    # the fused_moe_kernel's tiles: "tuned" (a config file for the GPU and shape; priced by the fit and the tables)
+    # or "default" (none found: the engine runs Triton's get_default_config tiles, TRITON_DEFAULT_TILES)
+    tiles: str = "tuned"
+
+
+@dataclass(frozen=True)
+class TritonTile:
+    """One fused_moe_kernel config: the tile of output rows x columns and the K step each CTA loads per stage, and
+    the software pipeline's stages (num_stages - 1 rounds of loads in flight while one is multiplied)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    stages: int
+
+
+# get_default_config when no tuned file exists (vLLM model_executor/layers/fused_moe/fused_moe.py and SGLang
+# fused_moe_triton_config.py, both as of late 2025; vLLM PR #31448's B200 log prints the small one): unquantized
+# weights, M <= E tokens -> 16x32 tiles, K step 64; more tokens -> 64x64, K step 32; block fp8 -> 64 x 128 x 128.
+# num_stages 3: set by vLLM's default since PR #24700, Triton's own default where SGLang leaves it unset.
+TRITON_DEFAULT_TILES = {
+    ("bf16", True): TritonTile(16, 32, 64, 3),
+    ("bf16", False): TritonTile(64, 64, 32, 3),
+    ("fp8", True): TritonTile(64, 128, 128, 3),
+    ("fp8", False): TritonTile(64, 128, 128, 3),
+}
 
 
 class VllmRuntime(RuntimePlan):
@@ -83,6 +121,7 @@ class VllmRuntime(RuntimePlan):
     def __init__(self, arch: str = "hopper", placement: MoePlacement | None = None) -> None:
         self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
         self.arch = arch  # which attention kernels vLLM runs (ATTENTION_KERNELS)
+        self.engine = "vllm"  # deployment.engine: "sglang" runs its own q/k norm and rope kernels (_qk_norm_rope)
         self.placement = placement or MoePlacement()
         self.experts: ExpertTraffic | None = None  # the scenario's routing (runtime/routing.py); None: uniform
 
@@ -119,7 +158,8 @@ class VllmRuntime(RuntimePlan):
         elif prefills:
             attn.append(self._varlen_prefill_attention(model, prefills))
         if num_decodes:
-            attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx)
+            attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx,
+                                           gqa_packed=not (prefills and self.arch in UNPACKED_MIXED_DECODE))
         return self._layer(model, tokens, attn, dtype)
 
     # -- the layer, around its attention -------------------------------------------------------------------------
@@ -138,7 +178,7 @@ class VllmRuntime(RuntimePlan):
         ks = [
             _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
             *linear(w, "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h),
-            self._qk_norm_rope(m, t),
+            *self._qk_norm_rope(m, t),
             self._kv_write(m, t),
         ]
         after = [
@@ -158,15 +198,25 @@ class VllmRuntime(RuntimePlan):
         )
         return ks, after
 
-    def _qk_norm_rope(self, m: ModelConfig, t: int) -> Kernel:
+    def _qk_norm_rope(self, m: ModelConfig, t: int) -> list[Kernel]:
+        """vLLM: one fused kernel. SGLang (as of 0.5.6): its fused qk_norm_rope (PR #13998) is behind
+        --enable-fused-qk-norm-rope, off by default, so the q/k RMSNorms (k_norm on an alternate stream under CUDA
+        graphs: one kernel on the critical path; SGLang PR #22355's decode trace: apply_qk_norm twice a layer) run
+        before its own rope kernel (apply_rope_with_cos_sin_cache_inplace once a layer)."""
         heads = m.num_attention_heads + m.num_key_value_heads
         elems = t * heads * m.head_dim  # q and k rotated (and normalised) in place
+        byts = 2 * ACT_BYTES * elems + t * m.head_dim * 4.0  # read+write q,k; cos/sin cache in fp32
+        shapes = f"q,k[{t},{heads},{m.head_dim}]"
+        if m.qk_norm and self.engine == "sglang":
+            return [
+                Kernel("apply_qk_norm (q_norm; k_norm on an alternate stream)", "qk_norm_rope", "norm", 6.0 * elems,
+                       2 * ACT_BYTES * elems, shapes=shapes, ctas=t * heads),
+                Kernel("apply_rope_with_cos_sin_cache_inplace", "qk_norm_rope", "elementwise", 4.0 * elems, byts,
+                       shapes=shapes, ctas=t * heads),
+            ]
         name = "fused_qk_norm_rope_kernel" if m.qk_norm else "rotary_embedding_kernel"
         flops = (10.0 if m.qk_norm else 4.0) * elems
-        byts = 2 * ACT_BYTES * elems + t * m.head_dim * 4.0  # read+write q,k; cos/sin cache in fp32
-        return Kernel(
-            name, "qk_norm_rope", "elementwise", flops, byts, shapes=f"q,k[{t},{heads},{m.head_dim}]", ctas=t * heads
-        )
+        return [Kernel(name, "qk_norm_rope", "elementwise", flops, byts, shapes=shapes, ctas=t * heads)]
 
     def _kv_write(self, m: ModelConfig, t: int) -> Kernel:
         kv_b = DTYPE_BYTES[m.kv_dtype]
@@ -189,11 +239,14 @@ class VllmRuntime(RuntimePlan):
         return prefill_attention_kernel(self.arch, seqs, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
                                         m.kv_dtype)
 
-    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None) -> list[Kernel]:
-        """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx)."""
+    def _decode_attention(self, m: ModelConfig, ctx: int, batch: int, total_ctx: int | None = None,
+                          gqa_packed: bool = True) -> list[Kernel]:
+        """`batch` decodes; `total_ctx` is the sum of their context lengths (default batch x ctx). Not `gqa_packed`:
+        each query head streams its KV head's cache on its own (UNPACKED_MIXED_DECODE), as many KV streams as heads."""
         total = batch * ctx if total_ctx is None else total_ctx
-        return [decode_attention_kernel(self.arch, batch, ctx, total, m.num_attention_heads, m.num_key_value_heads,
-                                        m.head_dim, m.kv_dtype)]
+        kv_heads = m.num_key_value_heads if gqa_packed else m.num_attention_heads
+        return [decode_attention_kernel(self.arch, batch, ctx, total, m.num_attention_heads, kv_heads, m.head_dim,
+                                        m.kv_dtype)]
 
     # -- MLP ----------------------------------------------------------------------------------------------------------
     def _mlp(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
@@ -227,6 +280,7 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
     groups = max(1, round(distinct))
     per_expert = max(1, round(local_rows / distinct))
     w_b = DTYPE_BYTES[w]
+    tile = TRITON_DEFAULT_TILES[(w, t <= e_local)] if p.tiles == "default" else None
     gate_up = Kernel(
         "fused_moe_kernel",
         "experts",
@@ -237,6 +291,7 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
         gemm=(per_expert, 2 * mi, h),
         dtype=w,
         groups=groups,
+        inflight_bytes=grid_inflight_bytes(tile, groups, per_expert, 2 * mi, h, w_b),
     )
     down = Kernel(
         "fused_moe_kernel",
@@ -248,6 +303,7 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
         gemm=(per_expert, h, mi),
         dtype=w,
         groups=groups,
+        inflight_bytes=grid_inflight_bytes(tile, groups, per_expert, h, mi, w_b),
     )
     experts = [
         Kernel(
@@ -288,6 +344,17 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
         ),
         *measured_together(op, experts),
     ]
+
+
+def grid_inflight_bytes(tile: TritonTile | None, groups: int, rows: int, n: int, k: int, w_bytes: float) -> float:
+    """Weight bytes a fused_moe_kernel grid keeps in flight: one CTA per (expert's M block, N block), each loading
+    stages - 1 K steps of its BLOCK_N weight columns ahead (its whole slice if the K loop is shorter). 0 (no bound)
+    for tuned tiles, which the fit and the tables price."""
+    if tile is None:
+        return 0.0
+    ctas = groups * expected_row_tiles(rows, tile.block_m) * math.ceil(n / tile.block_n)
+    per_cta = min(tile.stages - 1, math.ceil(k / tile.block_k)) * tile.block_k * tile.block_n * w_bytes
+    return ctas * per_cta
 
 
 def measured_together(op: GemmOp | MoeOp, kernels: list[Kernel]) -> list[Kernel]:
@@ -424,5 +491,6 @@ def _check(n: int, ctx: int) -> None:
         raise ValueError(f"context length must be >= 0, got {ctx}")
 
 
-__all__ = ["MoePlacement", "VllmRuntime", "decode_attention_kernel", "linear", "moe_kernels", "paged_decode_kernel",
+__all__ = ["TRITON_DEFAULT_TILES", "UNPACKED_MIXED_DECODE", "MoePlacement", "TritonTile", "VllmRuntime",
+           "decode_attention_kernel", "grid_inflight_bytes", "linear", "moe_kernels", "paged_decode_kernel",
            "prefill_attention_kernel", "weight_bytes"]

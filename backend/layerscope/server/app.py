@@ -72,6 +72,7 @@ def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: 
 
 @asynccontextmanager
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    app.state.runs.open()  # a lifespan after a shutdown (an ASGI test client per call) serves again
     warming = await start_prewarm(app)  # None unless create_app(prewarm=True)
     yield
     if warming is not None:

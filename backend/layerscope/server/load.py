@@ -72,7 +72,8 @@ async def load_run(runs: RunCache, settings: Settings, req: RunRequest) -> Prepa
     header = recorded[0] if recorded and isinstance(recorded[0], RunEvent) else None
     events = recorded[1:] if header is not None else recorded
     spec = replay_spec(req, header, events)
-    run = await _guarded(spec, asyncio.to_thread(replay_run, spec, events, runs.topology(spec)))
+    # the engine's topology for the spec is built in the worker thread too, and refused like a simulation
+    run = await _guarded(spec, asyncio.to_thread(lambda: replay_run(spec, events, runs.topology(spec))))
     check_loaded_size(run, settings.max_loaded_bytes)
     return run
 

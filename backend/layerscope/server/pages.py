@@ -31,6 +31,14 @@ def _plotly_bytes(gzipped: bool) -> bytes:
     return gzip.compress(raw, compresslevel=6, mtime=0) if gzipped else raw
 
 
+@cache
+def module_urls() -> tuple[str, ...]:
+    """Every ES module of the dashboard, for <link rel=modulepreload>: the browser fetches the whole module graph at
+    once instead of one level of imports after another (bench/README.md, "First screen")."""
+    js = frontend_dir() / "static" / "js"
+    return tuple(f"/static/js/{p.relative_to(js).as_posix()}" for p in sorted(js.rglob("*.js")) if p.name != "main.js")
+
+
 def form_options() -> dict[str, Any]:
     """Choices of the settings form, straight from the scenario schema's literals."""
     return {
@@ -51,7 +59,8 @@ def index(request: Request) -> HTMLResponse:
     return request.app.state.templates.TemplateResponse(
         request,
         "index.html",
-        {"default_scenario": default, "options": form_options(), "theme": theme if theme in THEMES else "dark"},
+        {"default_scenario": default, "options": form_options(), "theme": theme if theme in THEMES else "dark",
+          "modules": module_urls(), "presets": names},
     )
 
 

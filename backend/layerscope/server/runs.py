@@ -74,9 +74,33 @@ class EncodedEvent(dict[str, Any]):
 
     __slots__ = ("text",)
 
-    def __init__(self, data: dict[str, Any]) -> None:
+    def __init__(self, data: dict[str, Any], text: str | None = None) -> None:
         super().__init__(data)
-        self.text = json.dumps(data, separators=(",", ":"))
+        self.text = compact_dumps(data) if text is None else text
+
+
+# Items of a list encoded by one json.dumps call in dumps_in_pieces: a few hundred kB of text, a few ms of CPU.
+LIST_PIECE = 2000
+
+
+def dumps_in_pieces(value: Any) -> str:
+    """json.dumps(value, separators=(",", ":")), the same text, made of many short dumps: lists of more than
+    LIST_PIECE items a slice at a time, dicts and lists of dicts item by item. One json.dumps call holds the
+    interpreter's lock throughout: a heavy run's 10 MB `loaded` took 0.3-1 s in its worker thread, every viewer's
+    frames waiting behind it (bench/README.md, Hardening); between pieces the event loop gets its turn."""
+    if isinstance(value, dict) and all(type(k) is str for k in value):
+        return "{" + ",".join(f"{json.dumps(k)}:{dumps_in_pieces(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list) and len(value) > LIST_PIECE:
+        pieces = (compact_dumps(value[i:i + LIST_PIECE])[1:-1] for i in range(0, len(value), LIST_PIECE))
+        return "[" + ",".join(pieces) + "]"
+    if isinstance(value, list) and any(isinstance(x, dict) for x in value):
+        return "[" + ",".join(dumps_in_pieces(x) for x in value) + "]"
+    return compact_dumps(value)
+
+
+def compact_dumps(value: Any) -> str:
+    """JSON text without spaces, as every message travels."""
+    return json.dumps(value, separators=(",", ":"))
 
 
 def event_dict(event: BaseModel) -> EncodedEvent:
@@ -143,19 +167,18 @@ class PreparedRun:
     def loaded(self) -> EncodedEvent:
         """The `loaded` message, encoded once per run (prepare does it, in the worker thread): a 64-request run's is
         3.3 MB, 0.2 s of json.dumps that blocked the event loop, and every viewer's frames, once per viewer."""
-        return EncodedEvent(
-            {
-                "type": "loaded",
-                "scenario": _finite(self.spec.model_dump(mode="json")),  # e.g. request_rate: inf
-                "topology": self.topology,
-                "duration_us": self.duration_us,
-                "num_events": self.num_events or len(self.events),
-                "compare": _finite(self.compare),
-                "claims": self.claims,
-                "tour_results": self.tour,
-                "overview": self.overview,
-            }
-        )
+        data = {
+            "type": "loaded",
+            "scenario": _finite(self.spec.model_dump(mode="json")),  # e.g. request_rate: inf
+            "topology": self.topology,
+            "duration_us": self.duration_us,
+            "num_events": self.num_events or len(self.events),
+            "compare": _finite(self.compare),
+            "claims": self.claims,
+            "tour_results": self.tour,
+            "overview": self.overview,
+        }
+        return EncodedEvent(data, dumps_in_pieces(data))
 
     @cached_property
     def snapshot_index(self) -> list[int]:
@@ -544,15 +567,17 @@ class RunCache:
         """Once the leaving viewer's session is gone too (it still holds the run now): collect what the run left
         (unfreezing first: settle_heap froze it, and a frozen cycle is never collected) and hand the freed heap back
         to the OS. Coalesced: one pass however many viewers leave at once."""
-        if self._trim is not None or self._loop is None:
+        loop = self._loop
+        if self._trim is not None or loop is None:
             return
 
         def trim() -> None:
             self._trim = None
             settle_heap(collect=True)
-            release_freed_memory()
+            with contextlib.suppress(RuntimeError):  # the loop's executor is gone: shutting down
+                loop.run_in_executor(None, release_freed_memory)  # 40-90 ms under load: off the event loop
 
-        self._trim = self._loop.call_later(TRIM_DELAY_S, trim)
+        self._trim = loop.call_later(TRIM_DELAY_S, trim)
 
     def hold_at_least(self, runs: int) -> None:
         """Keep at least this many runs (server/prewarm.py sizes the cache to the preset library)."""
@@ -572,6 +597,10 @@ class RunCache:
         """Events of every run alive: cached or shown (once each)."""
         alive = {**{k: r for k, (r, _) in self._held.items()}, **self._runs}
         return sum(r.num_events or len(r.events) for r in alive.values())
+
+    def open(self) -> None:
+        """Serving (again): an app whose lifespan starts after an earlier shutdown takes runs again."""
+        self._closing = False
 
     def close(self) -> None:
         """Shutting down: cancel every simulation (each stops within a check interval) and take no new one."""

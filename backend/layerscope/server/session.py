@@ -38,7 +38,7 @@ from layerscope.protocol import (
 )
 from layerscope.server.load import CommandError, load_run
 from layerscope.server.playback import Events, Playback, merge_snapshots
-from layerscope.server.runs import EncodedEvent, PreparedRun, RunCache
+from layerscope.server.runs import EncodedEvent, PreparedRun, RunCache, compact_dumps
 from layerscope.server.settings import Settings
 
 log = logging.getLogger("layerscope.server")
@@ -378,10 +378,6 @@ class Session:
             await send_text(encode_message(msg))
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
 def encode_message(msg: Message) -> str:
     """The JSON text of a message. A frame is assembled from its events' texts made once per run
     (EncodedEvent.text), so no viewer re-encodes the same events, and `loaded` is its run's text as it is (one
@@ -389,10 +385,11 @@ def encode_message(msg: Message) -> str:
     if isinstance(msg, EncodedEvent):
         return msg.text
     if msg["type"] != "frame":
-        return _dumps(msg)
+        return compact_dumps(msg)
     head = {k: v for k, v in msg.items() if k != "events"}
-    events = ",".join([e.text if type(e) is EncodedEvent else _dumps(e) for e in msg["events"]])  # a list: faster
-    return f'{_dumps(head)[:-1]},"events":[{events}]}}'
+    # a list, not a generator: faster
+    events = ",".join([e.text if type(e) is EncodedEvent else compact_dumps(e) for e in msg["events"]])
+    return f'{compact_dumps(head)[:-1]},"events":[{events}]}}'
 
 
 def loaded_message(run: PreparedRun) -> Message:

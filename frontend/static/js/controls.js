@@ -11,6 +11,7 @@ const BOOLEAN = new Set(["decode_page_hint", "scheduler.prefix_caching"]);
 // A dotted field (workload.num_requests) is one field of a nested model; the server takes it as is.
 const valueAt = (spec, field) => field.split(".").reduce((o, k) => (o == null ? undefined : o[k]), spec);
 const DOTTED = /^(deployment|workload|scheduler)\.[a-z_]+$/; // nested overrides kept in the URL too
+export const MOMENT_KEYS = ["t", "x0", "x1", "step", "kernel"]; // a link's moment (main.js readMoment)
 // One representative fault per kind (the form offers the kind; these say where and how hard).
 const FAULT_DEFAULTS = {
   stale_chunk_metadata: { kind: "stale_chunk_metadata", at_step: 2, count: 4 },
@@ -207,8 +208,22 @@ export class Controls {
     this.conn.send({ type: "seek", t_us: Math.min(Math.max(0, t), this.store.duration) });
   }
 
+  // The page names the presets (pages.py), so the URL's run is asked for at once; their titles for the menu arrive
+  // beside it (bench/README.md, "First screen").
   async init(defaultScenario) {
-    const list = await (await fetch("/api/scenarios")).json();
+    const listed = fetch("/api/scenarios").then((r) => r.json());
+    const names = (document.body.dataset.presets || "").split(",").filter(Boolean);
+    const list = names.length ? null : await listed; // a page without the names: wait for the list
+    this.names = names.length ? names : list.map((s) => s.name);
+    this.defaultName = defaultScenario && this.names.includes(defaultScenario) ? defaultScenario : this.names[0];
+    window.addEventListener("popstate", () => this.fromURL(false)); // Back / Forward: the preset of that entry
+    const first = this.fromURL(true);
+    this.fillMenu(list || (await listed));
+    await first;
+  }
+
+  fillMenu(list) {
+    const current = this.select.value;
     for (const s of list) {
       const o = document.createElement("option");
       o.value = s.name;
@@ -216,10 +231,7 @@ export class Controls {
       o.title = s.description;
       this.select.append(o);
     }
-    this.names = list.map((s) => s.name);
-    this.defaultName = defaultScenario && this.names.includes(defaultScenario) ? defaultScenario : list[0] && list[0].name;
-    window.addEventListener("popstate", () => this.fromURL(false)); // Back / Forward: the preset of that entry
-    await this.fromURL(true);
+    if (current || this.chosen) this.select.value = this.chosen || current;
   }
 
   // Load what the URL names: its scenario and settings (a shared link, or a history entry on Back / Forward).
@@ -257,11 +269,16 @@ export class Controls {
       this.toast && this.toast(`scenario: unknown preset '${name}'`, "error");
       return;
     }
+    // leaving a run on screen for another preset: its history entry keeps the moment it was left at (Back returns
+    // there), even while it played
+    if (this.store.scenario && this.store.scenario.name !== name && !this.fromHistory && this.saveMoment) this.saveMoment();
     this.select.value = name;
-    const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
-    this.preset = r.ok ? await r.json() : null;
+    this.chosen = name; // the menu may still be filling (init)
     this.pendingURL = [name, set];
-    this.load({ type: "load", scenario: name, set });
+    this.load({ type: "load", scenario: name, set }); // first: the run is asked for while its settings arrive
+    const r = await fetch(`/api/scenarios/${encodeURIComponent(name)}`);
+    const preset = r.ok ? await r.json() : null;
+    if (this.chosen === name) this.preset = preset;
   }
 
   apply() {
@@ -304,9 +321,13 @@ export class Controls {
       if (k === "faults") q.set("fault", v.length ? v[0].kind : "");
       else q.set(k, String(v));
     }
-    const was = new URLSearchParams(location.search).get("scenario");
+    const now = new URLSearchParams(location.search);
+    const was = now.get("scenario");
+    const push = was && was !== name && !this.fromHistory && !this.replaceNext;
+    // the same preset's entry keeps its moment (a link's, or Back's) until main.js writes the one on screen
+    if (!push && was === name) for (const k of MOMENT_KEYS) if (now.has(k)) q.set(k, now.get(k));
     const url = `${location.pathname}?${q}`;
-    if (was && was !== name && !this.fromHistory && !this.replaceNext) history.pushState(null, "", url);
+    if (push) history.pushState(null, "", url);
     else history.replaceState(null, "", url);
     this.fromHistory = false;
     this.replaceNext = false;

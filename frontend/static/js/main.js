@@ -5,31 +5,17 @@
 // playback stays cheap.
 
 import { CELL, PHASE, setTheme } from "./colors.js";
-import { Controls } from "./controls.js";
+import { Controls, MOMENT_KEYS } from "./controls.js";
 import { Exporter, addPanelButtons } from "./export.js";
+import { PANELS, mount, servingRun } from "./panels/index.js";
+import { ServingState } from "./serving.js";
 import { Store } from "./store.js";
-import { BanksView } from "./views/banks.js";
 import { renderClaims } from "./views/claims.js";
 import { TimeCursor } from "./views/cursor.js";
 import { DetailPane } from "./views/detail.js";
-import { ExpertsView } from "./views/experts.js";
-import { LatencyView } from "./views/latency.js";
-import { LogView } from "./views/log.js";
-import { MemoryView } from "./views/memory.js";
-import { NumericsView, hasNumerics } from "./views/numerics.js";
-import { StagesView } from "./views/stages.js";
 import { deltaLine, storyLine } from "./views/story.js";
-import { TimelineView, fillLegend } from "./views/timeline.js";
-import { TopologyView } from "./views/topology.js";
-import { Tour } from "./views/tour.js";
+import { fillLegend } from "./views/timeline.js";
 import { Connection } from "./ws.js";
-import { ServingState } from "./serving.js";
-import { DeploymentView } from "./views/deployment.js";
-import { KvBlocksView } from "./views/kvblocks.js";
-import { LatencyDistView } from "./views/latencydist.js";
-import { RequestsView, fillRequestLegend } from "./views/requests.js";
-import { StepMixView } from "./views/stepmix.js";
-import { SweepView } from "./views/sweep.js";
 
 const $ = (id) => document.getElementById(id);
 // Serving views are drawn from the whole run (serving.loadRun) like the time plots; only a run without an overview
@@ -52,6 +38,9 @@ if (window.PerformanceObserver && PerformanceObserver.supportedEntryTypes.includ
   }).observe({ type: "longtask", buffered: true });
 }
 
+// The page's panels, from the registry (panels/index.js): every section first (views may reach into another's)
+const sections = new Map(PANELS.map((p) => [p, mount(p, $("panels"), $("side"))]));
+
 const badTheme = query.has("theme") && !["dark", "light"].includes(query.get("theme"));
 applyTheme(query.get("theme") || document.documentElement.dataset.theme || "dark");
 
@@ -59,24 +48,33 @@ let controls = null;
 const serving = new ServingState(store); // request, step and deployment events as they play, beside the store
 const servingB = new ServingState(store, false); // a comparison's run B, from its whole run (drawn beside A's)
 const detail = new DetailPane($("detail"), store, (t) => controls.seek(t));
-const timeline = new TimelineView($("timeline-plot"), store, $("timeline-info"), (run, k) => detail.pin(run, k));
-const memory = new MemoryView($("memory-plot"), store, $("memory-legend"));
-const latency = new LatencyView($("latency-plot"), store, $("latency-legend"));
-const numerics = new NumericsView($("numerics-plot"), store);
-const experts = new ExpertsView($("experts-plot"), store, $("experts-info"));
-const stages = new StagesView($("stages-plot"), store);
-const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"), servingB);
-fillRequestLegend($("requests-legend"));
-const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"), servingB);
-const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"), servingB);
-const kvblocks = new KvBlocksView($("kvblocks-plot"), store, serving);
-const servingPanels = [$("requests"), $("step-mix"), $("latency-dist")];
-const servingPlots = new Map([requests, stepmix, latdist, kvblocks].map((v) => [v, 0])); // view -> when it may draw next
-const plots = [timeline, memory, latency, stages, numerics, experts, requests, stepmix, latdist, kvblocks];
-const timePlots = [timeline, memory, latency, numerics, requests, stepmix, kvblocks];
-const banks = new BanksView($("banks-canvas"), store, $("banks-info"), $("banks-legend"), serving);
-const topology = new TopologyView($("topology-svg"), store, $("topo-phase"), [...document.querySelectorAll("#topology .tabs button")]);
-const log = new LogView($("events-log"), store);
+// what the panels may ask of the controls (created below, with the connection)
+const app = {
+  seek: (t) => controls.seek(t),
+  play: () => controls.play(),
+  pause: () => controls.pause(),
+  loadWith: (set) => controls.loadWith(set),
+  choose: (name, set) => controls.choose(name, set),
+  scenario: () => controls.select.value,
+  currentSet: () => controls.currentSet || {},
+};
+const ctx = { store, serving, servingB, detail, app };
+const views = {}; // by name, as each panel's create names them
+const plots = []; // Plotly views, at most one redrawn per frame, in page order
+const timePlots = []; // those on the time axis: a cursor over each
+const frameViews = []; // drawn every frame
+const servingPlots = new Map(); // serving runs' Plotly views -> when each may draw next
+for (const [p, el] of sections) {
+  for (const [name, v] of Object.entries(p.create(el, ctx))) {
+    views[name] = v;
+    const plot = p.kind === "time" || p.kind === "plot";
+    if (plot) plots.push(v);
+    if (p.kind === "time") timePlots.push(v);
+    if (p.kind === "frame") frameViews.push(v);
+    if (plot && (v.servingOnly ?? p.serving)) servingPlots.set(v, 0);
+  }
+}
+const { timeline, stages, requests, latdist, banks, deployment, sweep, tour } = views;
 const cursors = timePlots.map((v) => new TimeCursor(v.el));
 const exporter = new Exporter(store, stats);
 
@@ -111,18 +109,8 @@ conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : fal
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
 controls.extraQuery = () => extraQuery();
+controls.saveMoment = () => keepMoment(performance.now(), true);
 controls.onKernelKey = (dir) => walkKernel(dir);
-const deployment = new DeploymentView($("deployment"), store, serving, (set) => controls.loadWith(set));
-const sweep = new SweepView($("sweep"), store, {
-  scenario: () => controls.select.value,
-  currentSet: () => controls.currentSet || {},
-  load: (name, set) => controls.choose(name, set),
-});
-const tour = new Tour($("tour"), store, {
-  play: () => controls.play(),
-  pause: () => controls.pause(),
-  seek: (t) => controls.seek(t),
-});
 
 // [ and ]: pin run A's previous / next launch (from the pinned one, else from the playback time), move the playback
 // there and keep it in view: every kernel is reachable from the keyboard.
@@ -264,12 +252,13 @@ function momentQuery() {
 }
 
 let momentAt = 0;
-function keepMoment(now) {
-  if (now < momentAt || !store.scenario || moment || controls.playing) return;
+// force: now, even while playing (the run is being left for another preset: its entry keeps where it was)
+function keepMoment(now, force = false) {
+  if (!store.scenario || moment || (!force && (now < momentAt || controls.playing))) return;
   momentAt = now + 400;
   const q = new URLSearchParams(location.search);
   const was = q.toString();
-  for (const k of ["t", "x0", "x1", "step", "kernel"]) q.delete(k);
+  for (const k of MOMENT_KEYS) q.delete(k);
   for (const [k, v] of Object.entries(momentQuery())) q.set(k, v);
   if (q.toString() !== was) history.replaceState(history.state, "", `${location.pathname}?${q}`);
 }
@@ -315,18 +304,14 @@ function toast(text, kind = "info") {
   toast.timer = setTimeout(() => t.classList.add("hidden"), kind === "error" ? 12000 : 8000);
 }
 
-// Panels with nothing to show for this run collapse; the remaining ones of a row share its width.
+// Panels with nothing to show for this run collapse (their registry entry's has); the remaining ones of a row share
+// its width.
 function collapsePanels() {
-  const has = {
-    numerics: hasNumerics(store),
-    experts: store.runs.some((r) => r.experts && r.experts.length),
-    latency: store.runs.some((r) => r.decode_step.length),
-  };
-  for (const [id, on] of Object.entries(has)) $(id).classList.toggle("collapsed", !on);
+  for (const [p, el] of sections) if (p.has && !p.serving) el.classList.toggle("collapsed", !p.has(store, ctx));
   const row = ["stages", "numerics", "experts"].filter((id) => !$(id).classList.contains("collapsed"));
   for (const id of ["stages", "numerics", "experts"]) $(id).classList.remove("full", "third", "half");
   for (const id of row) $(id).classList.add(row.length === 1 ? "full" : row.length === 2 ? "half" : "third");
-  if (!has.latency) $("memory").classList.replace("half", "full");
+  if ($("latency").classList.contains("collapsed")) $("memory").classList.replace("half", "full");
   else $("memory").classList.replace("full", "half");
   $("timeline").classList.toggle("two", store.runs.length > 1);
   for (const v of plots) if (v.el.offsetParent && v.el._fullLayout) Plotly.Plots.resize(v.el);
@@ -335,11 +320,10 @@ function collapsePanels() {
 // Serving panels show for runs of more than one request (a one-request run keeps the classic layout).
 let servingShown = null;
 function showServing() {
-  const w = store.scenario && store.scenario.workload;
-  const on = Boolean((w && w.num_requests > 1) || serving.order.length > 1);
+  const on = servingRun(store, serving);
   if (on === servingShown) return;
   servingShown = on;
-  for (const p of servingPanels) p.dataset.empty = on ? "false" : "true";
+  for (const [p, el] of sections) if (p.serving) el.dataset.empty = on && p.has(store, ctx) ? "false" : "true";
   $("kvblocks-plot").classList.toggle("hidden", !on);
   for (const v of servingPlots.keys()) v.drawn = ""; // drawn once visible, at their real size
 }
@@ -401,18 +385,34 @@ function summaryLine(s) {
 }
 
 let turn = 0;
+// The first frame of a run draws its timeline and nothing else, so the first screen shows the run's data as soon as
+// it can; the other panels follow, one a frame (bench/README.md, "First screen").
+let firstDrawn = null; // the run whose timeline was drawn first
+function firstScreen() {
+  if (!store.main || firstDrawn === store.main) return false;
+  firstDrawn = store.main;
+  turn = 1; // the other plots after the timeline, in their list's order
+  return timeline.render(store, store.axis, true);
+}
+
 function loop(now) {
   stats.raf += 1;
-  const b0 = performance.now();
-  banks.render();
-  stats.renderMs.BanksView = Math.max(stats.renderMs.BanksView || 0, performance.now() - b0);
-  topology.render();
-  log.render();
+  if (firstScreen()) {
+    for (const c of cursors) c.place(store.t, store.axis);
+    requestAnimationFrame(loop);
+    return;
+  }
+  for (const v of frameViews) {
+    const t0 = performance.now();
+    v.render();
+    const name = v.constructor.name;
+    stats.renderMs[name] = Math.max(stats.renderMs[name] || 0, performance.now() - t0);
+  }
   controls.tick();
   showServing();
-  deployment.render();
-  // at most one Plotly redraw per animation frame (they only redraw on axis / units / theme changes)
-  for (let i = 0; i < plots.length; i++) {
+  // at most one Plotly redraw per animation frame (they only redraw on axis / units / theme changes); none before a
+  // run is loaded (an empty figure drawn then is drawn again with the run)
+  for (let i = 0; store.main && i < plots.length; i++) {
     const v = plots[(turn + i) % plots.length];
     if (v.el.closest(".collapsed")) continue;
     const growing = servingPlots.has(v);
@@ -441,9 +441,9 @@ function loop(now) {
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { ...views, detail } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
-// Plotly is deferred after this module (index.html) and evaluates while the run loads; the first frame waits for it
+// Plotly loads async (index.html), mostly before this module runs; the first frame waits for it
 if (window.Plotly) requestAnimationFrame(loop);
-else document.addEventListener("DOMContentLoaded", () => requestAnimationFrame(loop), { once: true });
+else $("plotly-js").addEventListener("load", () => requestAnimationFrame(loop), { once: true });

@@ -11,7 +11,8 @@
 //     the "one layer / whole model" switch through store.setUnits(units); both bump the "axis" counter;
 //   - it redraws when store.stamp([...keys, "axis"]) moved since it last drew;
 //   - main.js's render loop calls render(store, store.axis) on every track of its `plots` list, at most one
-//     Plotly redraw per animation frame; a new panel is one more entry in that list (and a <section> in index.html).
+//     Plotly redraw per animation frame; a new panel is its view (panels/track.js holds a time track's preamble)
+//     and one entry in panels/index.js, from which the page and that list are built.
 
 import { TimeAxis, oneOffSpans } from "./axis.js";
 

@@ -469,7 +469,8 @@ export class BanksView {
       const tag = this.models.length > 1 ? `${m.run.role === "compare" ? "B" : "A"}: ` : "";
       const peak = m.byRequest && m.peak ? ` in use (run peak ${m.peak.toLocaleString("en-US")})` : "";
       const part = m.shown < m.cap ? ` (slots 0-${m.shown - 1} shown: the rest never used)` : "";
-      return `${tag}${m.banks}×${m.cap}${part} · ${n.used} pages${peak}` + (n.evicted ? ` · ${n.evicted} evicted` : "") + (n.stale ? ` · ${n.stale} stale` : "") + (bad ? ` · CRC ✗ ${bad} banks` : "");
+      const pool = `${m.banks}×${m.cap} = ${(m.banks * m.cap).toLocaleString("en-US")} pages in the pool`;
+      return `${tag}${pool}${part} · ${n.used} pages${peak}` + (n.evicted ? ` · ${n.evicted} evicted` : "") + (n.stale ? ` · ${n.stale} stale` : "") + (bad ? ` · CRC ✗ ${bad} banks` : "");
     });
     const text = parts.join("  |  ");
     if (text !== this.info.textContent) this.info.textContent = text;

@@ -2,26 +2,17 @@
 // blocks each step's newly admitted requests reused instead of computing (the step's cached_blocks). Same time
 // axis as the timeline.
 
-import { PHASE, PLOT_CONFIG, STEP_MIX, legendAbove, plotLayout } from "../colors.js";
-import { bindZoom } from "./cursor.js";
+import { PHASE, PLOT_CONFIG, STEP_MIX, legendAbove } from "../colors.js";
+import { TimeTrack } from "../panels/track.js";
 
-export class KvBlocksView {
+export class KvBlocksView extends TimeTrack {
   constructor(el, store, serving) {
-    this.el = el;
-    this.store = store;
+    super(el, store, { id: "kv-blocks", title: "KV blocks", keys: ["kvblocks"] });
     this.serving = serving;
-    this.id = "kv-blocks";
-    this.title = "KV blocks";
-    this.drawn = "";
   }
 
-  // the track interface: render(store, axis) (main.js); a third argument forces a redraw
-  render(_store = this.store, _axis = this.store.axis, force = false) {
-    const s = this.store;
-    const stamp = s.stamp(["kvblocks", "axis", "theme"]);
-    if (!this.store.redrawDue(this, stamp, force)) return false;
+  figure(ax, { shapes }) {
     const k = this.serving.kv;
-    const ax = s.axis;
     const X = (ts) => ts.map((t) => ax.toX(t)); // new arrays: Plotly.react sees an array mutated in place as unchanged
     const line = (name, x, y, color, extra = {}) => ({
       type: "scatter", mode: "lines", name, meta: name, x, y, line: { color, width: 1.5, shape: "hv" },
@@ -36,17 +27,15 @@ export class KvBlocksView {
         hovertemplate: "%{y} cached blocks reused by requests admitted this step<extra>prefix cache</extra>",
       },
     ];
-    const layout = plotLayout({
+    const layout = {
       uirevision: "kv-blocks",
       showlegend: true,
       legend: legendAbove(),
       margin: { l: 50, r: 10, t: 24, b: 26 },
       xaxis: ax.xaxis({ title: { text: "" } }),
-      shapes: ax.breaks().shapes,
+      shapes,
       yaxis: { title: { text: "KV blocks" }, gridcolor: "#2a2e42", rangemode: "tozero" },
-    });
-    Plotly.react(this.el, traces, layout, PLOT_CONFIG);
-    bindZoom(this.el, s);
-    return true;
+    };
+    return { traces, layout, config: PLOT_CONFIG };
   }
 }

@@ -4,9 +4,9 @@
 // Lines break between runs of steps (null between segments), a jitter band follows each run.
 
 import { isOneOff } from "../axis.js";
-import { RUN, SERIES, plotLayout, runColor, timeConfig } from "../colors.js";
+import { RUN, SERIES, runColor } from "../colors.js";
 import { us } from "../format.js";
-import { bindZoom } from "./cursor.js";
+import { TimeTrack } from "../panels/track.js";
 import { gapped, htmlLegend } from "./series.js";
 
 const BAND = 16; // steps in the rolling window of the jitter band
@@ -23,22 +23,14 @@ function band(d, ys) {
   return [lo, hi];
 }
 
-export class LatencyView {
+export class LatencyView extends TimeTrack {
   constructor(el, store, legend) {
-    this.el = el;
+    super(el, store, { id: "latency", title: "decode latency" });
     this.legend = legend;
-    this.store = store;
-    this.id = "latency";
-    this.title = "decode latency";
-    this.drawn = "";
   }
 
-  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
-  render(store = this.store, axis = store.axis, force = false) {
+  figure(ax, { shapes, annotations }) {
     const s = this.store;
-    const stamp = s.stamp(["axis", "theme"]);
-    if (!this.store.redrawDue(this, stamp, force)) return false;
-    const ax = s.axis;
     const model = ax.units === "model";
     const unit = model ? "ms" : "µs";
     // one layer: a step's own work; a whole-model one-off cost (the switch-over of step 0) is shown apart
@@ -49,8 +41,6 @@ export class LatencyView {
       return m;
     };
     const traces = [];
-    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
-    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
     let sla = null;
     let top = 0; // the tallest step of every run: the plot's y extent (rangemode tozero)
     for (const run of s.runs) {
@@ -107,19 +97,16 @@ export class LatencyView {
       annotations.push({ xref: "paper", x: 0, xanchor: "left", y: sla, yanchor: "bottom", showarrow: false, text: `SLA ${sla} ms (whole model)`, font: { size: 10, color: SERIES.sla } });
     }
     if (!traces.length) annotations.push({ text: "no decode steps in this run", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5 });
-    const layout = plotLayout({
+    const layout = {
       margin: { l: 56, r: 10, t: ax.gaps.length ? 22 : 12, b: 40 }, // room above for the broken axis's labels
-      xaxis: ax.xaxis(),
       yaxis: { title: { text: `${unit} / step` }, rangemode: "tozero" },
       shapes,
       annotations,
-    });
-    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
+    };
     const items = s.runs.filter((r) => r.decode_step.length).map((r) => ({ color: runColor(r.role), text: `${s.runs.length > 1 ? `${r.role === "compare" ? "B" : "A"} ${r.label}` : "step latency"}` }));
     if (model) items.push({ color: SERIES.sla, dash: "dash", text: "SLA (whole model)" });
     else if (sla !== null) items.push({ color: SERIES.sla, dash: "dot", text: `one layer's step; the ${sla} ms SLA is a whole-model figure: see "whole model"` });
     htmlLegend(this.legend, items);
-    bindZoom(this.el, s);
-    return true;
+    return { traces, layout };
   }
 }

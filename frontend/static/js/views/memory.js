@@ -2,29 +2,21 @@
 // largest contiguous free run and the KV cache. The line style is the series, the colour is the run;
 // thresholds (the chunk scheduler's low-memory line) are drawn where the run comes near them.
 
-import { SERIES, THEME, plotLayout, runColor, timeConfig } from "../colors.js";
-import { bindZoom } from "./cursor.js";
+import { SERIES, THEME, runColor } from "../colors.js";
+import { TimeTrack } from "../panels/track.js";
 import { htmlLegend } from "./series.js";
 
 const GIB = 1024 ** 3;
 const STYLE = { "HBM free": "solid", "largest free run": "dot", "KV cache": "dashdot" };
 
-export class MemoryView {
+export class MemoryView extends TimeTrack {
   constructor(el, store, legend) {
-    this.el = el;
+    super(el, store, { id: "memory", title: "HBM memory" });
     this.legend = legend;
-    this.store = store;
-    this.id = "memory";
-    this.title = "HBM memory";
-    this.drawn = "";
   }
 
-  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
-  render(store = this.store, axis = store.axis, force = false) {
+  figure(ax, { shapes, annotations }) {
     const s = this.store;
-    const stamp = s.stamp(["axis", "theme"]);
-    if (!this.store.redrawDue(this, stamp, force)) return false;
-    const ax = s.axis;
     const traces = [];
     let minFree = Infinity;
     for (const run of s.runs) {
@@ -44,27 +36,22 @@ export class MemoryView {
         });
       }
     }
-    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
-    const annotations = [...ax.breaks(this.el.clientWidth).annotations];
     const thr = s.scenario && s.scenario.low_mem_threshold_gib;
     if (thr && minFree < 2 * thr) {
       // the chunk scheduler shrinks chunks when free HBM falls below this (scenario low_mem_threshold_gib)
       shapes.push({ type: "line", xref: "paper", x0: 0, x1: 1, y0: thr, y1: thr, line: { color: SERIES.threshold, dash: "dash", width: 1.2 } });
       annotations.push({ xref: "paper", x: 1, xanchor: "right", y: thr, yanchor: "bottom", showarrow: false, text: `low-memory threshold ${thr} GiB: chunks shrink below it`, font: { size: 10, color: SERIES.threshold } });
     }
-    const layout = plotLayout({
+    const layout = {
       margin: { l: 50, r: 10, t: ax.gaps.length ? 22 : 10, b: 40 }, // room above for the broken axis's labels
-      xaxis: ax.xaxis(),
       yaxis: { title: { text: "GiB" }, rangemode: "tozero" },
       shapes,
       annotations,
-    });
+    };
     if (!s.runs.length) layout.annotations = [{ text: "no run loaded", showarrow: false, xref: "paper", yref: "paper", x: 0.5, y: 0.5, font: { color: THEME.muted } }];
-    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
     const items = Object.entries(STYLE).map(([text, dash]) => ({ color: THEME.text, dash, text }));
     for (const run of s.runs.length > 1 ? s.runs : []) items.push({ color: runColor(run.role), text: `${run.role === "compare" ? "B" : "A"} ${run.label}` });
     htmlLegend(this.legend, items);
-    bindZoom(this.el, s);
-    return true;
+    return { traces, layout };
   }
 }

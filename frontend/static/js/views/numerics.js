@@ -3,9 +3,9 @@
 // (NaN/Inf) marked at the top, and the fault's injected / detected / recovered moments as labelled lines.
 // Only runs with numerics on have this panel (it collapses otherwise).
 
-import { SERIES, THEME, legendAbove, plotLayout, runColor, timeConfig } from "../colors.js";
+import { SERIES, THEME, legendAbove, runColor } from "../colors.js";
+import { TimeTrack } from "../panels/track.js";
 import { num } from "../store.js";
-import { bindZoom } from "./cursor.js";
 
 const FLOOR = 1e-8; // an exact match (error 0) is drawn at this floor of the log axis
 
@@ -13,24 +13,15 @@ export function hasNumerics(store) {
   return store.runs.some((r) => r.numerics.length);
 }
 
-export class NumericsView {
+export class NumericsView extends TimeTrack {
   constructor(el, store) {
-    this.el = el;
-    this.store = store;
-    this.id = "numerics";
-    this.title = "numeric error vs the clean run";
-    this.drawn = "";
+    super(el, store, { id: "numerics", title: "numeric error vs the clean run" });
   }
 
-  // the track interface (store.js): render(store, axis) -> true when it drew; force redraws regardless
-  render(store = this.store, axis = store.axis, force = false) {
+  figure(ax, { shapes }) {
     const s = this.store;
-    const stamp = s.stamp(["axis", "theme"]);
-    if (!this.store.redrawDue(this, stamp, force)) return false;
-    if (!hasNumerics(s)) return true;
-    const ax = s.axis;
+    if (!hasNumerics(s)) return null;
     const traces = [];
-    const shapes = [...ax.breaks(this.el.clientWidth).shapes];
     const annotations = [];
     let top = FLOOR * 10;
     for (const run of s.runs) {
@@ -66,18 +57,15 @@ export class NumericsView {
         }
       }
     }
-    const layout = plotLayout({
+    const layout = {
       showlegend: true,
       legend: { ...legendAbove(), x: 1, xanchor: "right" },
       margin: { l: 56, r: 10, t: 30, b: 40 },
-      xaxis: ax.xaxis(),
       yaxis: { type: "log", title: { text: "rel. error" }, range: [Math.log10(FLOOR), Math.log10(Math.max(top * 3, 1e-6))], exponentformat: "power" },
       yaxis2: { overlaying: "y", range: [0, 1.05], visible: false, fixedrange: true },
       shapes,
       annotations,
-    });
-    Plotly.react(this.el, traces, layout, timeConfig(() => s.resetRange()));
-    bindZoom(this.el, s);
-    return true;
+    };
+    return { traces, layout };
   }
 }

@@ -17,6 +17,12 @@ const LABEL = {
   recompute: "recompute chunk",
 };
 const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v >= 100 ? 0 : 2)} ms` : "–");
+// In a comparison each run's block of lanes takes at least this share of the plot's height: a run B of 4 requests
+// beside an A of 128 would otherwise get rows 1 px high (its rows grow instead; the bars stay at most 14 px)
+const MIN_BLOCK_SHARE = 0.25;
+
+// The y of lane i of a block (its rows are `pitch` units apart, centred in their band).
+const laneY = (bl, i) => bl.row0 + i * bl.pitch + (bl.pitch - 1) / 2;
 
 export class RequestsView {
   // servingB: a comparison's run B (its lanes below A's, after a gap row), or an empty ServingState
@@ -52,9 +58,9 @@ export class RequestsView {
     const py = ev.clientY - box.top - ya._offset;
     if (px < 0 || px > xa._length || py < 0 || py > ya._length) return null;
     const x = xa.p2l(px);
-    const row = Math.round(ya.p2l(py));
+    const yv = ya.p2l(py);
     for (const bl of this.blocks()) {
-      const i = row - bl.row0;
+      const i = Math.round((yv - laneY(bl, 0)) / bl.pitch);
       if (i < 0 || i >= bl.sv.order.length) continue;
       const req = bl.sv.requests.get(bl.sv.order[i]);
       const now = bl.sv.whole ? bl.ax.extent[1] : this.store.t;
@@ -108,7 +114,8 @@ export class RequestsView {
     const xa = fl.xaxis;
     const ya = fl.yaxis;
     const ax = this.store.axis;
-    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0));
+    const main = this.blocks()[0];
+    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0)) * main.pitch;
     const h = Math.max(2, rowH * 0.9);
     const a = xa._offset + xa.l2p(ax.toX(cur.start));
     const w = Math.max(3, xa._offset + xa.l2p(ax.toX(stepEnd(cur))) - a); // at least 3 px: a step can be narrower
@@ -120,7 +127,7 @@ export class RequestsView {
       const row = this.serving.order.indexOf(id);
       if (row < 0) continue;
       this.highlighted.push(id);
-      const y = ya._offset + ya.l2p(row) - h / 2;
+      const y = ya._offset + ya.l2p(laneY(main, row)) - h / 2;
       ctx.globalAlpha = 0.14;
       ctx.fillStyle = THEME.bright;
       ctx.fillRect(xa._offset, y, xa._length, h); // the row, across the plot: findable at any zoom
@@ -131,19 +138,27 @@ export class RequestsView {
     return true;
   }
 
-  // The runs drawn: [{sv, row0 (its first row), ax (its axis), tag ("A " / "B ", "" alone)}]
+  // The runs drawn: [{sv, row0 (where its band starts), pitch (y units per lane), ax (its axis), tag ("A " / "B ",
+  // "" alone)}]; two runs are a gap row apart, each band at least MIN_BLOCK_SHARE of the height.
   blocks() {
     const s = this.store;
     const b = this.servingB && this.servingB.order.length ? this.servingB : null;
-    const out = [{ sv: this.serving, row0: 0, ax: s.axis, tag: b ? "A " : "" }];
-    if (b) out.push({ sv: b, row0: this.serving.order.length + 1, ax: s.axis.of(s.compareRun), tag: "B " });
-    return out;
+    if (!b) return [{ sv: this.serving, row0: 0, pitch: 1, ax: s.axis, tag: "" }];
+    const nA = Math.max(this.serving.order.length, 1);
+    const nB = b.order.length;
+    const grow = (n, other) => Math.max(1, (MIN_BLOCK_SHARE * (other + 1)) / (n * (1 - MIN_BLOCK_SHARE)));
+    const pA = grow(nA, nB);
+    const pB = grow(nB, nA);
+    return [
+      { sv: this.serving, row0: 0, pitch: pA, ax: s.axis, tag: "A " },
+      { sv: b, row0: nA * pA + 1, pitch: pB, ax: s.axis.of(s.compareRun), tag: "B " },
+    ];
   }
 
   rows() {
     const bl = this.blocks();
     const last = bl[bl.length - 1];
-    return last.row0 + last.sv.order.length;
+    return last.row0 + last.sv.order.length * last.pitch;
   }
 
   drawLinked(ctx, fl) {
@@ -152,8 +167,8 @@ export class RequestsView {
     if (i < 0) return;
     const xa = fl.xaxis;
     const ya = fl.yaxis;
-    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0));
-    const y = ya._offset + ya.l2p(bl.row0 + i) - Math.max(rowH, 4) / 2;
+    const rowH = Math.abs(ya.l2p(1) - ya.l2p(0)) * bl.pitch;
+    const y = ya._offset + ya.l2p(laneY(bl, i)) - Math.max(rowH, 4) / 2;
     ctx.save();
     ctx.strokeStyle = THEME.bright;
     ctx.lineWidth = 1.5;
@@ -180,17 +195,19 @@ export class RequestsView {
     const s = this.store;
     const rows = this.rows();
     const h = Math.max(this.el.clientHeight - 40, 60);
-    const width = Math.max(1, Math.min(14, (h / Math.max(rows, 1)) * 0.75)); // a bar fills 3/4 of its row
+    const rowPx = h / Math.max(rows, 1);
     const [x0, x1] = s.axis.shown();
     const minW = ((x1 - x0) / Math.max(this.el.clientWidth - 70, 100)) * 1.5; // a bar is at least 1.5 px wide
     const out = [];
-    for (const { sv, row0, ax, tag } of this.blocks()) {
+    for (const bl of this.blocks()) {
+      const { sv, ax, tag } = bl;
+      const width = Math.max(1, Math.min(14, rowPx * bl.pitch * 0.75)); // a bar fills 3/4 of its row
       const by = {};
       for (const st of Object.keys(LABEL)) by[st] = { x: [], y: [] };
       const done = { x: [], y: [] };
       const now = sv.whole ? ax.extent[1] : s.t; // the whole run: every lane to its end
       sv.order.forEach((id, i) => {
-        const row = row0 + i;
+        const row = laneY(bl, i);
         const r = sv.requests.get(id);
         for (const seg of sv.lanes(r, now)) {
           const t = by[seg.state];
@@ -234,8 +251,9 @@ export class RequestsView {
     const tickvals = [];
     const ticktext = [];
     const dtick = rows > 40 ? Math.ceil(rows / 8) : rows > 10 ? 5 : 1;
-    for (const { sv: v, row0, tag } of blocks) for (let i = 0; i < v.order.length; i += dtick) {
-      tickvals.push(row0 + i);
+    for (const bl of blocks) for (let i = 0; i < bl.sv.order.length; i += Math.max(1, Math.ceil(dtick / bl.pitch))) {
+      const tag = bl.tag;
+      tickvals.push(laneY(bl, i));
       ticktext.push(`${i ? "" : tag}${i}`);
     }
     const shapes = s.axis.breaks().shapes;
