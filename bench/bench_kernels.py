@@ -33,7 +33,7 @@ from layerscope.hardware.gpus import gpu
 from layerscope.hardware.kernel import Kernel
 from layerscope.hardware.tables import SYSTEMS, manifest
 from layerscope.hardware.tables.validation import fp8_proxy_ratios, held_out_rows
-from layerscope.runtime.vllm import MoePlacement, moe_kernels
+from layerscope.runtime.vllm_moe import MoePlacement, moe_kernels
 
 GPU_OF = {system: name for name, system in SYSTEMS.items()}
 

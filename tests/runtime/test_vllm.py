@@ -13,14 +13,8 @@ from layerscope.hardware.gpus import gpu
 from layerscope.hardware.kernel import ContextAttentionOp, GemmOp, Kernel, MoeOp
 from layerscope.model.config import PRESETS
 from layerscope.runtime.sharded import deployed
-from layerscope.runtime.vllm import (
-    ATTENTION_KERNELS,
-    TRITON_DEFAULT_TILES,
-    MoePlacement,
-    VllmRuntime,
-    decode_attention_kernel,
-    moe_kernels,
-)
+from layerscope.runtime.vllm import ATTENTION_KERNELS, VllmRuntime, decode_attention_kernel
+from layerscope.runtime.vllm_moe import TRITON_DEFAULT_TILES, MoePlacement, moe_kernels
 from layerscope.scenario import ScenarioSpec
 
 QWEN = PRESETS["qwen3-235b-a22b"]

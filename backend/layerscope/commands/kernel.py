@@ -33,14 +33,9 @@ from layerscope.hardware.kernel import AllReduceOp, AllToAllOp, GemmOp, Kernel, 
 from layerscope.hardware.routing import parse_routing
 from layerscope.runtime.plan import gemm_kernel
 from layerscope.runtime.sharded import collective_kernel
-from layerscope.runtime.vllm import (
-    GEMM_NAMES,
-    MoePlacement,
-    decode_attention_kernel,
-    linear,
-    moe_kernels,
-    prefill_attention_kernel,
-)
+from layerscope.runtime.vllm import decode_attention_kernel, prefill_attention_kernel
+from layerscope.runtime.vllm_moe import MoePlacement, moe_kernels
+from layerscope.runtime.vllm_ops import GEMM_NAMES, linear
 
 HELP = "price one kernel (flags) or many (--from FILE, JSONL) from the measured tables or the analytic model"
 MAX_SPECS = 100_000  # a JSONL file of more specs than this is refused (bounded work per call)

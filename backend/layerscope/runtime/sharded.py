@@ -36,7 +36,9 @@ from layerscope.model.config import PRESETS, ModelConfig
 from layerscope.runtime.plan import ACT_BYTES, RuntimePlan
 from layerscope.runtime.routing import parse_routing, scenario_traffic
 from layerscope.runtime.runtimes import get_runtime
-from layerscope.runtime.vllm import MoePlacement, VllmRuntime, linear
+from layerscope.runtime.vllm import VllmRuntime
+from layerscope.runtime.vllm_moe import MoePlacement
+from layerscope.runtime.vllm_ops import linear
 from layerscope.scenario import ScenarioSpec
 
 COMM = "comm"

@@ -24,36 +24,24 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from layerscope.hardware.cost import (
     attention_flops,
     decode_attention_bytes,
-    expected_distinct_experts,
-    expected_row_tiles,
     flash_prefill_bytes,
 )
 from layerscope.hardware.kernel import (
     AttentionShape,
     ContextAttentionOp,
     DecodeAttentionOp,
-    GemmOp,
     Kernel,
-    MoeOp,
-    OpPart,
 )
-from layerscope.hardware.routing import busiest_rank_share
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
-from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, gemm_kernel, stored_weight_dtype, weight_bytes
-from layerscope.runtime.routing import ExpertLoad, ExpertTraffic
-
-FP8_GROUP = 128  # activation quantization group along K, matching the checkpoint's 128x128 weight blocks
-GEMM_NAMES = {
-    "bf16": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off"
-    "_kernel__5x_cublas",
-    "fp8": "cutlass_3x_gemm_sm90_fp8_e4m3_scaled_mm",
-}
-
+from layerscope.runtime.plan import ACT_BYTES, RuntimePlan, stored_weight_dtype, weight_bytes
+from layerscope.runtime.routing import ExpertTraffic
+from layerscope.runtime.vllm_moe import MoePlacement, moe_kernels
+from layerscope.runtime.vllm_ops import act_and_mul, linear
 
 # What vLLM runs for attention, per GPU architecture (vLLM's attention backend selection, v0.1x: FlashAttention 2 on
 # Ampere, FlashAttention 3 on Hopper through vllm-flash-attn; on Blackwell the FlashInfer backend with its TRT-LLM-gen
@@ -75,43 +63,6 @@ ATTENTION_KERNELS = {
 # FA3 (Hopper) packs GQA for every varlen call (hopper/heuristics.h should_pack_gqa: `if (varlen_q) return true`);
 # on Blackwell vLLM's FlashInfer backend runs decodes apart.
 UNPACKED_MIXED_DECODE = frozenset({"ampere"})
-
-
-@dataclass(frozen=True)
-class MoePlacement:
-    """How the experts of a (sharded) MoE layer sit on the GPUs: ep GPUs split the experts, moe_tp split each expert's
-    intermediate size; `routing` how tokens choose experts (hardware/routing.py). A sharded model's num_experts and
-    num_experts_per_tok are already divided by ep (runtime/deployment.py shard)."""
-
-    ep: int = 1
-    moe_tp: int = 1
-    routing: str = "uniform"
-    # the fused_moe_kernel's tiles: "tuned" (a config file for the GPU and shape; priced by the fit and the tables)
-    # or "default" (none found: the engine runs Triton's get_default_config tiles, TRITON_DEFAULT_TILES)
-    tiles: str = "tuned"
-
-
-@dataclass(frozen=True)
-class TritonTile:
-    """One fused_moe_kernel config: the tile of output rows x columns and the K step each CTA loads per stage, and
-    the software pipeline's stages (num_stages - 1 rounds of loads in flight while one is multiplied)."""
-
-    block_m: int
-    block_n: int
-    block_k: int
-    stages: int
-
-
-# get_default_config when no tuned file exists (vLLM model_executor/layers/fused_moe/fused_moe.py and SGLang
-# fused_moe_triton_config.py, both as of late 2025; vLLM PR #31448's B200 log prints the small one): unquantized
-# weights, M <= E tokens -> 16x32 tiles, K step 64; more tokens -> 64x64, K step 32; block fp8 -> 64 x 128 x 128.
-# num_stages 3: set by vLLM's default since PR #24700, Triton's own default where SGLang leaves it unset.
-TRITON_DEFAULT_TILES = {
-    ("bf16", True): TritonTile(16, 32, 64, 3),
-    ("bf16", False): TritonTile(64, 64, 32, 3),
-    ("fp8", True): TritonTile(64, 128, 128, 3),
-    ("fp8", False): TritonTile(64, 128, 128, 3),
-}
 
 
 class VllmRuntime(RuntimePlan):
@@ -251,127 +202,13 @@ class VllmRuntime(RuntimePlan):
     # -- MLP ----------------------------------------------------------------------------------------------------------
     def _mlp(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
         h, i = m.hidden_size, m.intermediate_size
-        return [*linear(w, "gate_up_proj", t, 2 * i, h), _act_and_mul("act", t, i), *linear(w, "down_proj", t, h, i)]
+        return [*linear(w, "gate_up_proj", t, 2 * i, h), act_and_mul("act", t, i), *linear(w, "down_proj", t, h, i)]
 
     def _moe(self, m: ModelConfig, t: int, w: str) -> list[Kernel]:
         p = self.placement  # a sharded model's experts and top-k are this GPU's: the whole model's are ep times more
         load = self.experts.load(t) if self.experts is not None else None
         return moe_kernels(t, m.hidden_size, m.moe_intermediate_size, m.num_experts * p.ep,
                            m.num_experts_per_tok * p.ep, w, p, load)
-
-
-def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement,
-                load: ExpertLoad | None = None) -> list[Kernel]:
-    """`t` tokens through one MoE layer on one GPU: `mi` its share of the intermediate size, `e` and `k` the
-    whole model's experts and top-k, placed as `p` says. The router (replicated: every GPU scores all experts) and
-    the experts of this GPU. Under expert parallelism (vLLM's expert-map path) every GPU runs the align/sort,
-    activation and sum over all tokens x top-k rows, and its expert GEMMs over the rows routed to its own experts;
-    the MoE's time is the busiest GPU's (hardware/routing.py busiest_rank_share), which is the one priced. Each
-    fused_moe_kernel still writes an output row for every row (fused_moe_kernel: a block whose expert is not on this
-    GPU, expert id -1, writes zeros), so its output traffic is all rows'."""
-    e_local = e // p.ep
-    rows = t * k  # token-expert pairs, all of them
-    if load is None:  # no scenario routing: p.routing's busiest share, uniform's distinct experts
-        local_rows = max(1, round(rows * busiest_rank_share(t, e, k, p.ep, p.routing)))
-        distinct = min(float(e_local), max(1.0, expected_distinct_experts(t, e, k) / p.ep))
-    else:  # the scenario's routing (runtime/routing.py): the busiest GPU's rows and the experts it reads
-        local_rows = max(1, round(load.rows))
-        distinct = min(float(e_local), max(1.0, load.distinct))
-    groups = max(1, round(distinct))
-    per_expert = max(1, round(local_rows / distinct))
-    w_b = DTYPE_BYTES[w]
-    tile = TRITON_DEFAULT_TILES[(w, t <= e_local)] if p.tiles == "default" else None
-    gate_up = Kernel(
-        "fused_moe_kernel",
-        "experts",
-        "moe",
-        2.0 * local_rows * 2 * mi * h,
-        distinct * 2 * mi * h * w_b + ACT_BYTES * (local_rows * h + rows * 2 * mi),
-        shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{h}] @ W[{h},{2 * mi}] each",
-        gemm=(per_expert, 2 * mi, h),
-        dtype=w,
-        groups=groups,
-        inflight_bytes=grid_inflight_bytes(tile, groups, per_expert, 2 * mi, h, w_b),
-    )
-    down = Kernel(
-        "fused_moe_kernel",
-        "experts",
-        "moe",
-        2.0 * local_rows * h * mi,
-        distinct * h * mi * w_b + ACT_BYTES * (local_rows * mi + rows * h),
-        shapes=f"{local_rows} rows over {distinct:.1f} experts: x[{per_expert},{mi}] @ W[{mi},{h}] each",
-        gemm=(per_expert, h, mi),
-        dtype=w,
-        groups=groups,
-        inflight_bytes=grid_inflight_bytes(tile, groups, per_expert, h, mi, w_b),
-    )
-    experts = [
-        Kernel(
-            "moe_align_block_size_kernel",
-            "experts",
-            "overhead",
-            0.0,
-            3 * 4.0 * rows,
-            shapes=f"sort {rows} (token, expert) ids into blocks",
-            ctas=1,
-        ),
-        *_act_quant(w, "experts", t, h),
-        gate_up,
-        _act_and_mul("experts", rows, mi),
-        *_act_quant(w, "experts", rows, mi),
-        down,
-        Kernel(
-            "moe_sum_kernel",
-            "experts",
-            "elementwise",
-            rows * h,
-            ACT_BYTES * (rows * h + t * h),
-            shapes=f"[{t},{k},{h}] -> [{t},{h}]",
-            ctas=t,
-        ),
-    ]
-    op = MoeOp(t, h, mi * p.moe_tp, e, k, p.moe_tp, p.ep, "fp8_block" if w == "fp8" else "bf16", p.routing)
-    return [
-        *linear("bf16", "router", t, e, h),
-        Kernel(
-            "topkGatingSoftmax",
-            "router",
-            "moe",
-            5.0 * t * e,
-            ACT_BYTES * t * e + 8.0 * t * k,
-            shapes=f"logits[{t},{e}] -> top{k}",
-            ctas=t,
-        ),
-        *measured_together(op, experts),
-    ]
-
-
-def grid_inflight_bytes(tile: TritonTile | None, groups: int, rows: int, n: int, k: int, w_bytes: float) -> float:
-    """Weight bytes a fused_moe_kernel grid keeps in flight: one CTA per (expert's M block, N block), each loading
-    stages - 1 K steps of its BLOCK_N weight columns ahead (its whole slice if the K loop is shorter). 0 (no bound)
-    for tuned tiles, which the fit and the tables price."""
-    if tile is None:
-        return 0.0
-    ctas = groups * expected_row_tiles(rows, tile.block_m) * math.ceil(n / tile.block_n)
-    per_cta = min(tile.stages - 1, math.ceil(k / tile.block_k)) * tile.block_k * tile.block_n * w_bytes
-    return ctas * per_cta
-
-
-def measured_together(op: GemmOp | MoeOp, kernels: list[Kernel]) -> list[Kernel]:
-    """Kernels one measured op times together: each carries the op and its place among them (hardware/kernel.py
-    OpPart); a single kernel carries the op itself."""
-    if len(kernels) == 1:
-        return [replace(kernels[0], op=op)]
-    group = tuple(kernels)
-    return [replace(k, op=OpPart(op, group, i)) for i, k in enumerate(kernels)]
-
-
-def linear(w: str, stage: str, t: int, n: int, k: int) -> list[Kernel]:
-    """x[t, k] @ W[k, n] as vLLM runs it: one cuBLAS GEMM for bf16 weights; for block-fp8 weights the input's
-    quantization and the CUTLASS/DeepGEMM GEMM, which aiconfigurator-core's fp8_block rows time together."""
-    gemm = gemm_kernel(GEMM_NAMES[_gemm_key(w)], stage, t, n, k, w)
-    op = GemmOp(t, n, k, "fp8_block" if w == "fp8" else "bf16")
-    return measured_together(op, [*_act_quant(w, stage, t, k), gemm])
 
 
 def prefill_attention_kernel(arch: str, seqs: list[tuple[int, int]], q_heads: int, kv_heads: int, head_dim: int,
@@ -444,44 +281,10 @@ def _norm(name: str, stage: str, t: int, h: int, fused_add: bool) -> Kernel:
     )
 
 
-def _act_and_mul(stage: str, rows: int, inter: int) -> Kernel:
-    return Kernel(
-        "act_and_mul_kernel<silu>",
-        stage,
-        "elementwise",
-        6.0 * rows * inter,
-        3 * ACT_BYTES * rows * inter,
-        shapes=f"silu(x[{rows},{inter}]) * up[{rows},{inter}]",
-        ctas=rows,
-    )
-
-
-def _act_quant(w: str, stage: str, rows: int, k: int) -> list[Kernel]:
-    """fp8 weights with 128x128 block scales take fp8 activations with a scale per 1x128 group: vLLM quantizes
-    the input of every such GEMM in its own kernel first (fp8_utils.apply_w8a8_block_fp8_linear and the fused MoE's
-    moe_kernel_quantize_input both call per_token_group_quant_fp8). Nothing for bf16 weights."""
-    if w != "fp8":
-        return []
-    groups = rows * max(1, k // FP8_GROUP)
-    return [Kernel(
-        "per_token_group_quant_fp8",
-        stage,
-        "elementwise",
-        3.0 * rows * k,  # abs-max, scale, cast per element
-        ACT_BYTES * rows * k + rows * k * DTYPE_BYTES["fp8"] + 4.0 * groups,  # bf16 in, fp8 out, fp32 scales
-        shapes=f"x[{rows},{k}] bf16 -> fp8, one scale per 1x{FP8_GROUP}",
-        ctas=groups,
-    )]
-
-
 def _weight_dtype(m: ModelConfig, dtype: str) -> str:
     if dtype not in ("bf16", "fp8"):
         raise ValueError(f"dtype {dtype!r} is not supported by the vllm runtime; choose bf16 or fp8")
     return dtype if dtype == "fp8" else stored_weight_dtype(m)
-
-
-def _gemm_key(w: str) -> str:
-    return "fp8" if w == "fp8" else "bf16"
 
 
 def _check(n: int, ctx: int) -> None:
@@ -491,6 +294,5 @@ def _check(n: int, ctx: int) -> None:
         raise ValueError(f"context length must be >= 0, got {ctx}")
 
 
-__all__ = ["TRITON_DEFAULT_TILES", "UNPACKED_MIXED_DECODE", "MoePlacement", "TritonTile", "VllmRuntime",
-           "decode_attention_kernel", "grid_inflight_bytes", "linear", "moe_kernels", "paged_decode_kernel",
+__all__ = ["UNPACKED_MIXED_DECODE", "VllmRuntime", "decode_attention_kernel", "paged_decode_kernel",
            "prefill_attention_kernel", "weight_bytes"]

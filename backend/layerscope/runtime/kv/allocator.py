@@ -223,28 +223,8 @@ class KVAllocator(ABC):
         return [i for i, (b, _) in enumerate(self.table(owner)) if b == EVICTED]
 
     def compact(self, bank: int, need: int = 0) -> list[Migration]:
-        """Make the bank's free slots one run at its top: first, while the bank has fewer than `need` free
-        slots, move its highest pages out to the lowest free slots of the other banks (most free first);
-        then slide the pages left down to its lowest slots, in slot order. Every move is a Migration."""
-        moves: list[Migration] = []
-        if need > self.pool.pages_per_bank:
-            raise ValueError(f"a run of {need} pages cannot fit in a bank of {self.pool.pages_per_bank}")
-        others = sorted((b for b in range(self.pool.banks) if b != bank),
-                        key=lambda b: (-int(self.pool.num_free_per_bank[b]), b))
-        for slot in np.flatnonzero(self.pool.owner[bank] != -1)[::-1]:
-            if self.pool.num_free_per_bank[bank] >= need:
-                break
-            dest = next((b for b in others if self.pool.num_free_per_bank[b] > 0), None)
-            if dest is None:
-                break  # the pool as a whole has no room: compaction cannot make the run
-            to_slot = self.pool.first_free(dest)
-            assert to_slot is not None, f"bank {dest} counts free slots but has none"
-            moves.append(self.migrate(bank, int(slot), dest, to_slot, "compact"))
-        used = np.flatnonzero(self.pool.owner[bank] != -1)
-        for target, slot in enumerate(int(s) for s in used):
-            if slot != target:
-                moves.append(self.migrate(bank, slot, bank, target, "compact"))
-        return moves
+        """Make the bank's free slots one run at its top (compact_bank)."""
+        return compact_bank(self, bank, need)
 
     def check(self) -> None:
         """Every table entry is owned by its owner at that logical index; no slot appears twice."""
@@ -259,3 +239,28 @@ class KVAllocator(ABC):
                 assert self.pool.owner_name(int(self.pool.owner[bank, slot])) == name, f"{name}[{i}] not owned"
                 if not name.startswith("hint:"):
                     assert self.pool.logical[bank, slot] == i, f"{name}[{i}] records another logical page"
+
+
+def compact_bank(alloc: KVAllocator, bank: int, need: int = 0) -> list[Migration]:
+    """Make the bank's free slots one run at its top: first, while the bank has fewer than `need` free
+    slots, move its highest pages out to the lowest free slots of the other banks (most free first);
+    then slide the pages left down to its lowest slots, in slot order. Every move is a Migration."""
+    moves: list[Migration] = []
+    if need > alloc.pool.pages_per_bank:
+        raise ValueError(f"a run of {need} pages cannot fit in a bank of {alloc.pool.pages_per_bank}")
+    others = sorted((b for b in range(alloc.pool.banks) if b != bank),
+                    key=lambda b: (-int(alloc.pool.num_free_per_bank[b]), b))
+    for slot in np.flatnonzero(alloc.pool.owner[bank] != -1)[::-1]:
+        if alloc.pool.num_free_per_bank[bank] >= need:
+            break
+        dest = next((b for b in others if alloc.pool.num_free_per_bank[b] > 0), None)
+        if dest is None:
+            break  # the pool as a whole has no room: compaction cannot make the run
+        to_slot = alloc.pool.first_free(dest)
+        assert to_slot is not None, f"bank {dest} counts free slots but has none"
+        moves.append(alloc.migrate(bank, int(slot), dest, to_slot, "compact"))
+    used = np.flatnonzero(alloc.pool.owner[bank] != -1)
+    for target, slot in enumerate(int(s) for s in used):
+        if slot != target:
+            moves.append(alloc.migrate(bank, slot, bank, target, "compact"))
+    return moves
