@@ -46,3 +46,22 @@ def test_topology_of_a_deployment_shows_its_collectives(capsys: pytest.CaptureFi
         nodes = {n["id"]: n for n in topo[phase]["nodes"]}
         assert nodes["attn_all_reduce"]["kernels"] == ["all_reduce"]
         assert nodes["moe_all_reduce"]["kind"] == "collective" and nodes["moe_all_reduce"]["bound"] == "latency"
+
+
+def test_plan_prints_each_data_parallel_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--dp", "16", "--tp", "1", "--nodes", "2", "--gpu", "h100-sxm", "--weight-dtype", "fp8",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["dp"], out["ep"], out["nodes"], out["num_gpus"]) == (16, 16, 2, 16)
+    assert [r["node"] for r in out["ranks"]] == [0] * 8 + [1] * 8
+    assert out["ranks"][3]["experts"] == [[24, 31]]
+    assert main(["plan", "--dp", "8", "--tp", "1", "--weight-dtype", "fp8", "--eplb", "32:100"]) == 0
+    text = capsys.readouterr().out
+    assert "DP rank 7 (node 0, GPU 7): attention tp 1, experts 112-127 + 4 redundant (EPLB)" in text
+
+
+def test_plan_refuses_a_dp_layout_naming_the_node_size(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--dp", "8", "--tp", "2"]) == 2
+    assert "16 GPUs do not fit 1 node(s) of 8: set nodes=2" in capsys.readouterr().err
+    assert main(["plan", "--dp", "8", "--tp", "1", "--eplb", "x"]) == 2
+    assert "expected REDUNDANT[:INTERVAL]" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from layerscope.bench import (
     parse_metrics,
     result_block,
 )
+from layerscope.dp_flags import add_dp_arguments, dp_fields
 from layerscope.hardware.gpus import GPUS
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
@@ -37,6 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ep", type=int, default=None, help="expert parallel size; MoE tensor parallel is tp / ep")
     p.add_argument("--weight-dtype", choices=("bf16", "fp8"), default=None)
     p.add_argument("--kv-dtype", choices=("bf16", "fp8"), default=None)
+    add_dp_arguments(p)
     p.add_argument("--engine", choices=("vllm", "sglang"), default=None,
                    help="the engine imitated: its tokenizer, HTTP and SSE latency in TTFT (default vllm)")
     p.add_argument("--random-input-len", type=int, default=None, help="prompt tokens (vLLM default 1024)")
@@ -68,6 +70,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
     for flag in ("tp", "ep", "weight_dtype", "kv_dtype", "engine"):
         if getattr(args, flag) is not None:
             dep[flag] = getattr(args, flag)
+    dep.update(dp_fields(args))
     over["deployment"] = dep
     work = base.workload.model_dump() if base.workload is not None else {"num_requests": 1000, "input_len": 1024,
                                                                           "output_len": 128}
