@@ -20,6 +20,7 @@ from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
+from layerscope.runtime.dp_group import DPGroup, is_dp, members
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
@@ -50,6 +51,8 @@ def simulate(spec: ScenarioSpec, progress: Progress | None = None, check: Check 
 
 def _run(spec: ScenarioSpec, progress: Progress | None, check: Check | None, summary_only: bool) -> SimResult:
     if spec.workload is None:
+        if is_dp(spec):
+            raise ValueError("deployment.dp: data-parallel ranks serve a workload; a one-request run has one rank")
         return _one_request(spec, progress, check)
     return _serve(spec, progress, check, summary_only)
 
@@ -70,7 +73,7 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     assert spec.workload is not None
     events: list[Any] | None = None if summary_only else []
     metrics = ServingMetrics() if summary_only else None
-    instance = ServingInstance(spec, Recorder(events, instance=0, metrics=metrics))
+    instance = DPGroup(spec, events, metrics) if is_dp(spec) else ServingInstance(spec, Recorder(events, 0, metrics))
     requests = make_requests(spec.workload, instance.model.vocab_size)
     instance.expect(requests)
     loop = Loop([instance], Client(requests, spec.workload.max_concurrency), progress=progress, check=check,
@@ -79,16 +82,16 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     t = max(loop.end_us)
     if events is None:
         assert metrics is not None
-        summary = serving_summary([instance], metrics.figures(), requests)
+        summary = serving_summary(members(instance), metrics.figures(), requests)
         return _result(spec, instance, [SummaryEvent(t_us=t, figures=summary)], summary)
     events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
-    summary = serving_summary([instance], serving_metrics(events), requests)
+    summary = serving_summary(members(instance), serving_metrics(events), requests)
     events.append(SummaryEvent(t_us=t, figures=summary))
     _promote_to_oldest_generation()
     return _result(spec, instance, events, summary)
 
 
-def _result(spec: ScenarioSpec, instance: Instance, events: list[Any],
+def _result(spec: ScenarioSpec, instance: Instance | DPGroup, events: list[Any],
             summary: dict[str, float | int | bool | str]) -> SimResult:
     topology = instance.plan.topology(instance.model, CostModel(instance.gpu))  # the plan the instance ran
     return SimResult(spec=spec, events=events, topology=topology, summary=summary, clock=instance.clock)
