@@ -136,7 +136,9 @@ class DPGroup:
         self.keeps = events is not None
         assert first.traffic is not None, "a DP group needs an MoE model (experts to spread over its ranks)"
         self.rows = ExpertRows(first.traffic, dep.ep, dep.eplb)
+        self.traffic_k = first.traffic.k
         self.num_steps = 0
+        self.totals = {"dur": 0.0, "idle": 0.0, "a2a": 0.0, "moe_imbalance": 0.0}  # summed over the steps
         self._step_start = 0.0
         self._ahead = dep.async_scheduling
 
@@ -180,8 +182,11 @@ class DPGroup:
             busy.append(r.begin(o, t) if o is not None else r.dummy_us(group))
         dur = max(busy) + self._rebalance_us()
         finished = sum(r.end(o, t + dur) for r, o in zip(self.ranks, outs, strict=True) if o is not None)
+        slowest = max(range(len(busy)), key=busy.__getitem__)
+        a2a = self.a2a_us(slowest, max(1, tokens[slowest]), group)
+        self._add(dur, busy, a2a, group)
         if self.keeps:
-            self.emit(self.step_event(t, dur, busy, tokens, group))
+            self.emit(self.step_event(t, dur, busy, tokens, group, slowest, a2a))
         self.num_steps += 1
         return t + dur, finished
 
@@ -206,13 +211,34 @@ class DPGroup:
             return 0.0
         return eplb_moved_bytes(self.ranks[0]) / self.gpu.nvlink_bw * 1e6
 
-    def step_event(self, t: float, dur: float, busy: list[float], tokens: list[int], group: GroupStep) -> DPStepEvent:
-        slowest = max(range(len(busy)), key=busy.__getitem__)
+    def a2a_us(self, rank: int, tokens: int, group: GroupStep) -> float:
+        """A rank's dispatch + combine over every MoE layer of the step."""
+        r = self.ranks[rank]
+        d, c = r.plan.a2a_kernels(self.model, tokens, group.prefill)  # type: ignore[attr-defined]
+        return (r.timing.cost(d).time_us + r.timing.cost(c).time_us) * self.model.num_hidden_layers
+
+    def _add(self, dur: float, busy: list[float], a2a: float, group: GroupStep) -> None:
+        t = self.totals
+        t["dur"] += dur
+        t["idle"] += dur * len(busy) - sum(busy)
+        t["a2a"] += a2a
+        mean = group.tokens * self.traffic_k / self.dep.ep
+        t["moe_imbalance"] += (group.load.rows / mean if group.load is not None and mean else 1.0) * dur
+
+    def figures(self) -> dict[str, float | int | str]:
+        """The run summary's DP figures: idle share (lockstep), all-to-all share, expert imbalance (busiest GPU's
+        rows over the mean, weighted by step time)."""
+        t, dur = self.totals, self.totals["dur"] or 1.0
+        return {"dp": self.dep.dp, "nodes": self.dep.nodes, "all2all_backend": self.dep.all2all_backend,
+                "dp_idle_share": round(t["idle"] / (dur * self.dep.dp), 4), "a2a_share": round(t["a2a"] / dur, 4),
+                "expert_imbalance": round(t["moe_imbalance"] / dur, 4), "dp_steps": self.num_steps}
+
+    def step_event(self, t: float, dur: float, busy: list[float], tokens: list[int], group: GroupStep,
+                   slowest: int, a2a: float) -> DPStepEvent:
         r = self.ranks[slowest]
         plan: DPRankPlan = r.plan  # type: ignore[assignment]
+        d, _ = plan.a2a_kernels(self.model, max(1, tokens[slowest]), group.prefill)
         layers = self.model.num_hidden_layers
-        d, c = plan.a2a_kernels(self.model, max(1, tokens[slowest]), group.prefill)
-        a2a = (r.timing.cost(d).time_us + r.timing.cost(c).time_us) * layers
         moe = sum(r.timing.cost(k).time_us for k in plan.group_experts(self.model, group)) * layers
         eplb = self.dep.eplb
         return DPStepEvent(t_us=t, index=self.num_steps, start_us=t, dur_us=dur, slowest_rank=slowest,
@@ -241,6 +267,11 @@ def group_event(spec: ScenarioSpec, dep: DeploymentSpec, first: DPRank) -> DPGro
 
 def is_dp(spec: ScenarioSpec) -> bool:
     return spec.deployment is not None and spec.deployment.dp > 1
+
+
+def dp_figures(instance: Any) -> dict[str, float | int | str]:
+    """A DP group's summary figures (none for another instance)."""
+    return instance.figures() if isinstance(instance, DPGroup) else {}
 
 
 def members(instance: Any) -> list[Any]:

@@ -20,7 +20,7 @@ from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
-from layerscope.runtime.dp_group import DPGroup, is_dp, members
+from layerscope.runtime.dp_group import DPGroup, dp_figures, is_dp, members
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
@@ -82,10 +82,10 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     t = max(loop.end_us)
     if events is None:
         assert metrics is not None
-        summary = serving_summary(members(instance), metrics.figures(), requests)
+        summary = serving_summary(members(instance), metrics.figures(), requests) | dp_figures(instance)
         return _result(spec, instance, [SummaryEvent(t_us=t, figures=summary)], summary)
     events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
-    summary = serving_summary(members(instance), serving_metrics(events), requests)
+    summary = serving_summary(members(instance), serving_metrics(events), requests) | dp_figures(instance)
     events.append(SummaryEvent(t_us=t, figures=summary))
     _promote_to_oldest_generation()
     return _result(spec, instance, events, summary)
