@@ -144,7 +144,8 @@ def _per_gpu(summary: dict[str, Any], spec_json: str) -> float | None:
     if tput is None:
         return None
     dep = json.loads(spec_json).get("deployment") or {}
-    return round(float(tput) / int(dep.get("tp") or 1), 3)
+    gpus = int(dep.get("tp") or 1) * int(dep.get("dp") or 1)  # dp ranks of tp GPUs each (issue 20)
+    return round(float(tput) / gpus, 3)
 
 
 def mark_pareto(rows: list[dict[str, Any]]) -> None:

@@ -132,6 +132,10 @@ class DPGroup:
         self.spec, self.dep = spec, dep
         self.ranks = [DPRank(spec, DPRecorder(events, instance=r, metrics=metrics), r) for r in range(dep.dp)]
         first = self.ranks[0]
+        share_memos([r.plan for r in self.ranks])  # type: ignore[misc]
+        if events is None:  # no kernel events, so nothing rank-specific in a launch's memo: one for all ranks
+            for r in self.ranks[1:]:
+                r.timing._by_id = first.timing._by_id
         self.model, self.plan, self.gpu, self.emit = first.model, first.plan, first.gpu, first.emit
         self.keeps = events is not None
         assert first.traffic is not None, "a DP group needs an MoE model (experts to spread over its ranks)"
@@ -263,6 +267,22 @@ def group_event(spec: ScenarioSpec, dep: DeploymentSpec, first: DPRank) -> DPGro
         eplb=dep.eplb.model_dump() if dep.eplb is not None else None,
         ranks=[{"rank": r.rank, "node": r.node, "gpus": list(r.gpus), "experts": [list(e) for e in r.experts],
                 "redundant_experts": r.redundant_experts} for r in ranks])
+
+
+SHARED_MEMOS = ("_outside", "_all_reduce", "_floored", "_a2a_memo", "_experts_memo")
+
+
+def share_memos(plans: list[DPRankPlan]) -> None:
+    """The ranks' plans are the same shape: one memo of kernels by shape for all, so a kernel every rank runs is
+    built and priced once (the memos are keyed by shape, or by the id of a kernel they hold)."""
+    first = plans[0]
+    _ = first._a2a, first._experts  # made on first use
+    parts = getattr(first.base, "_parts", None)
+    for p in plans[1:]:
+        for name in SHARED_MEMOS:
+            setattr(p, name, getattr(first, name))
+        if parts is not None:
+            p.base._parts = parts  # type: ignore[attr-defined]
 
 
 def is_dp(spec: ScenarioSpec) -> bool:
