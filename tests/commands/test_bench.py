@@ -101,3 +101,18 @@ def test_bench_routing_flag_sets_the_workloads_routing(capsys: pytest.CaptureFix
     assert tpot["balanced"] < tpot["uniform"]
     assert main([*args, "--routing", "zipf"]) == 2
     assert "choose uniform, balanced, power_law:ALPHA" in capsys.readouterr().err
+
+
+def test_bench_takes_the_data_parallel_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dp 8 --tp 1: DP 8 x EP 8; the all-to-all backend reaches the engine (naive gathers every token: slower)."""
+    durations = {}
+    for backend in ("deepep_low_latency", "naive"):
+        args = [*SMALL[:2], "--tp", "1", "--dp", "8", "--weight-dtype", "fp8", "--all2all-backend", backend,
+                "--eplb", "32:2", *SMALL[4:], "--json"]
+        assert main(["bench", *args]) == 0
+        r = json.loads(capsys.readouterr().out)
+        assert r["completed"] == 8
+        durations[backend] = r["duration"]
+    assert durations["naive"] > durations["deepep_low_latency"]
+    assert main(["bench", *SMALL[:2], "--tp", "1", "--dp", "8", "--nodes", "2", *SMALL[4:]]) == 2
+    assert "fill whole nodes" in capsys.readouterr().err
