@@ -30,6 +30,7 @@ import { LatencyDistView } from "./views/latencydist.js";
 import { RequestsView, fillRequestLegend } from "./views/requests.js";
 import { StepMixView } from "./views/stepmix.js";
 import { SweepView } from "./views/sweep.js";
+import { DPRanksView } from "./views/dpranks.js";
 
 const $ = (id) => document.getElementById(id);
 // Serving views are drawn from the whole run (serving.loadRun) like the time plots; only a run without an overview
@@ -68,12 +69,13 @@ const stages = new StagesView($("stages-plot"), store);
 const requests = new RequestsView($("requests-plot"), store, serving, $("requests-info"), servingB);
 fillRequestLegend($("requests-legend"));
 const stepmix = new StepMixView($("stepmix-plot"), store, serving, $("stepmix-info"), servingB);
+const dpranks = new DPRanksView($("dpranks-plot"), store, $("dpranks-info")); // DP ranks in lockstep (issue 20)
 const latdist = new LatencyDistView($("latdist-plot"), store, serving, $("latdist-info"), servingB);
 const kvblocks = new KvBlocksView($("kvblocks-plot"), store, serving);
 const servingPanels = [$("requests"), $("step-mix"), $("latency-dist")];
 const servingPlots = new Map([requests, stepmix, latdist, kvblocks].map((v) => [v, 0])); // view -> when it may draw next
-const plots = [timeline, memory, latency, stages, numerics, experts, requests, stepmix, latdist, kvblocks];
-const timePlots = [timeline, memory, latency, numerics, requests, stepmix, kvblocks];
+const plots = [timeline, memory, latency, stages, numerics, experts, requests, stepmix, latdist, kvblocks, dpranks];
+const timePlots = [timeline, memory, latency, numerics, requests, stepmix, kvblocks, dpranks];
 const banks = new BanksView($("banks-canvas"), store, $("banks-info"), $("banks-legend"), serving);
 const topology = new TopologyView($("topology-svg"), store, $("topo-phase"), [...document.querySelectorAll("#topology .tabs button")]);
 const log = new LogView($("events-log"), store);
@@ -441,7 +443,7 @@ function loop(now) {
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { dpranks, timeline, memory, latency, banks, topology, stages, numerics, experts, detail, requests, stepmix, latdist, kvblocks, deployment, sweep } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
 // Plotly is deferred after this module (index.html) and evaluates while the run loads; the first frame waits for it
