@@ -97,7 +97,7 @@ def dispatch_combine(gpu: GPU, backend: str, prefill: bool, ep: int, nodes: int,
     raise ValueError(f"unknown all2all backend {backend!r}")
 
 
-def _sent(ep: int, nodes: int, tokens: int, hidden: int, topk: int, elem: float) -> tuple[float, float]:
+def _sent(ep: int, nodes: int, tokens: int, hidden: int, topk: float, elem: float) -> tuple[float, float]:
     """Bytes one GPU sends in an expert-wise all-to-all (a copy per remote expert), and those leaving its node."""
     off_gpu, off_node = remote_share(ep, nodes)
     sent = tokens * topk * hidden * elem * off_gpu

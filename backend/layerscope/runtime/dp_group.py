@@ -23,6 +23,7 @@ from typing import Any
 
 from layerscope.deployment import DeploymentSpec, eplb_bytes_per_gpu, rank_placements, shard
 from layerscope.events import DPGroupEvent, DPStepEvent
+from layerscope.result import Clock
 from layerscope.runtime.dp_plan import DPRankPlan, GroupStep
 from layerscope.runtime.expert_load import ExpertRows
 from layerscope.runtime.frontend_latency import lagged_arrival
@@ -31,7 +32,7 @@ from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.request import Request
 from layerscope.runtime.sched_interface import SchedulerOutput
 from layerscope.runtime.serving import ServingInstance, check_fits
-from layerscope.runtime.sharded import routing_of
+from layerscope.runtime.sharded import ShardedRuntime, routing_of
 from layerscope.scenario import ScenarioSpec
 
 WAITING_WEIGHT = 4  # vLLM's DP load balancer scores an engine waiting x 4 + running (core_client.py)
@@ -65,7 +66,8 @@ class DPRank(ServingInstance):
         self.dp_recorder = recorder
         self.rank = rank
         self.timing.rank = rank * dep.tp  # its kernel events: the rank's first GPU
-        base = self.plan.base  # type: ignore[attr-defined]  (deployed() made a ShardedRuntime: a deployment)
+        assert isinstance(self.plan, ShardedRuntime)  # deployed() made one: the spec has a deployment
+        base = self.plan.base
         self.plan = DPRankPlan(base, dep, self.gpu, self.full_model, routing_of(spec))
         self.plan.price = self.timing.cost
         self._dummy: dict[GroupStep, float] = {}
@@ -124,7 +126,7 @@ class DPRank(ServingInstance):
 class DPGroup:
     """The loop's view of a DP group: one instance that steps all its ranks at once."""
 
-    clock = "model"
+    clock: Clock = "model"
 
     def __init__(self, spec: ScenarioSpec, events: list[Any] | None, metrics: ServingMetrics | None) -> None:
         dep = spec.deployment

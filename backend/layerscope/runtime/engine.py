@@ -14,7 +14,7 @@ seeded from spec.seed, and nothing depends on wall time.
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import Any, cast
 
 from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
@@ -76,8 +76,9 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     instance = DPGroup(spec, events, metrics) if is_dp(spec) else ServingInstance(spec, Recorder(events, 0, metrics))
     requests = make_requests(spec.workload, instance.model.vocab_size)
     instance.expect(requests)
-    loop = Loop([instance], Client(requests, spec.workload.max_concurrency), progress=progress, check=check,
-                events=events)
+    # a DP group is stepped by the loop as one instance (runtime/dp_group.py: the same methods)
+    loop = Loop([cast(Instance, instance)], Client(requests, spec.workload.max_concurrency), progress=progress,
+                check=check, events=events)
     loop.run()
     t = max(loop.end_us)
     if events is None:
