@@ -271,14 +271,14 @@ def group_event(spec: ScenarioSpec, dep: DeploymentSpec, first: DPRank) -> DPGro
                 "redundant_experts": r.redundant_experts} for r in ranks])
 
 
-SHARED_MEMOS = ("_outside", "_all_reduce", "_floored", "_a2a_memo", "_experts_memo")
+SHARED_MEMOS = ("_outside", "_all_reduce", "_floored", "_a2a_memo", "_experts_memo", "_routers_memo")
 
 
 def share_memos(plans: list[DPRankPlan]) -> None:
     """The ranks' plans are the same shape: one memo of kernels by shape for all, so a kernel every rank runs is
     built and priced once (the memos are keyed by shape, or by the id of a kernel they hold)."""
     first = plans[0]
-    _ = first._a2a, first._experts  # made on first use
+    _ = first._a2a, first._experts, first._routers  # made on first use
     parts = getattr(first.base, "_parts", None)
     for p in plans[1:]:
         for name in SHARED_MEMOS:

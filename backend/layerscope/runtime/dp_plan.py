@@ -55,11 +55,25 @@ class DPRankPlan(ShardedRuntime):
         group = self.group or GroupStep(tokens * self.dep.dp, tokens > 1, None, self.base_routing())
         dispatch, combine = self.a2a_kernels(model, tokens, group.prefill)
         moe = self.group_experts(model, group)
-        out = [*kernels[:experts[0]], dispatch, *moe, combine, *kernels[experts[-1] + 1:]]
+        router = [i for i, k in enumerate(kernels) if k.stage == "router"]
+        head = kernels[:router[0]] if router else kernels[:experts[0]]
+        out = [*head, *self.router(model, tokens), dispatch, *moe, combine, *kernels[experts[-1] + 1:]]
         if self.dep.tp > 1:  # the attention output is still a partial sum over the rank's tp GPUs
             at = max(i for i, k in enumerate(out) if k.stage == "o_proj")
             out.insert(at + 1, self._all_reduce_kernel(model, tokens, "attn_all_reduce"))
         return out
+
+    def router(self, model: ModelConfig, tokens: int) -> list[Kernel]:
+        """The router on the rank's own tokens, scoring all E experts for the whole model's top-k (the shard's
+        top-k is a GPU's share, under one when ep > k)."""
+        key = (model, tokens)
+        hit = self._routers.get(key)
+        if hit is None:
+            full, dep = self.full, self.dep
+            ks = moe_kernels(tokens, model.hidden_size, model.moe_intermediate_size, full.num_experts,
+                             full.num_experts_per_tok, dep.weight_dtype, MoePlacement(dep.ep, 1, "uniform"))
+            hit = self._routers[key] = [k for k in ks if k.stage == "router"]
+        return hit
 
     def base_routing(self) -> str:
         p = getattr(self.base, "placement", None)
@@ -101,6 +115,10 @@ class DPRankPlan(ShardedRuntime):
     @property
     def _a2a(self) -> dict[tuple[ModelConfig, int, bool], tuple[Kernel, Kernel]]:
         return self.__dict__.setdefault("_a2a_memo", {})
+
+    @property
+    def _routers(self) -> dict[tuple[ModelConfig, int], list[Kernel]]:
+        return self.__dict__.setdefault("_routers_memo", {})
 
     @property
     def _experts(self) -> dict[tuple[ModelConfig, GroupStep], list[Kernel]]:
