@@ -43,6 +43,6 @@ def test_a_replayed_recording_keeps_the_clock_of_the_run_it_records() -> None:
     for spec in (ScenarioSpec.model_validate(SERVING), ScenarioSpec.model_validate(ONE_REQUEST)):
         live = simulate(spec)
         lines = [json.loads(line) for line in jsonl_lines(live)][1:]  # the recording, without its `run` line
-        replayed = replay_run(spec, parse_recording(lines))
+        replayed = replay_run(spec, parse_recording(lines), live.topology)
         assert replayed.result.clock == live.clock
         assert [r["clock"] for r in replayed.overview["runs"]] == [live.clock]

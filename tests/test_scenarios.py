@@ -16,7 +16,7 @@ REQUIRED = {
 }  # fmt: skip
 PAIRS = {"allocator-off-long-context", "page-hint-jitter", "article-vs-real"}
 PANELS = {"topology", "timeline", "banks", "memory", "latency", "stages", "claims", "experts", "controls", "requests",
-          "step-mix", "latency-dist", "deployment", "sweep", "numerics"}
+          "step-mix", "latency-dist", "deployment", "sweep", "numerics", "dp-ranks"}
 
 
 def test_every_story_of_issue_5_is_a_preset() -> None:

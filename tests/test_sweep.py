@@ -30,7 +30,7 @@ def test_with_fields_sets_nested_fields_and_names_bad_ones() -> None:
     assert with_fields(bare, {"deployment.tp": 8}).deployment.tp == 8  # type: ignore[union-attr]
     with pytest.raises(ScenarioError, match="deployment.bogus"):
         with_fields(SPEC, {"deployment.bogus": 1})
-    with pytest.raises(ScenarioError, match="less than or equal to 8"):
+    with pytest.raises(ScenarioError, match="tp=16 spans nodes: tensor parallelism stays within a node of 8"):
         with_fields(SPEC, {"deployment.tp": 16})
     with pytest.raises(ScenarioError, match="unknown or not sweepable field 'nope.x'"):
         with_fields(SPEC, {"nope.x": 1})
@@ -92,3 +92,18 @@ def _dominated(p: dict, others: object) -> bool:
     t, lat = p["output_throughput_per_gpu"], p["median_tpot_ms"]
     return any(o["output_throughput_per_gpu"] >= t and o["median_tpot_ms"] <= lat
                and (o["output_throughput_per_gpu"] > t or o["median_tpot_ms"] < lat) for o in others)  # type: ignore[attr-defined]
+
+
+def test_a_grid_over_data_parallel_ranks_names_the_refused_points() -> None:
+    """deployment.dp with tp: ep follows dp x tp at each point; a layout that needs more than a node is refused
+    with the GPUs it needs; throughput per GPU counts dp x tp GPUs."""
+    spec = ScenarioSpec.model_validate({
+        "name": "dp-sweep", "model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h100-sxm",
+        "deployment": {"dp": 2}, "workload": {"num_requests": 4, "input_len": 128, "output_len": 8}})
+    out = run_grid(spec, {"deployment.dp": [2, 4], "deployment.tp": [1, 4]})
+    pts = {(p["set"]["deployment.dp"], p["set"]["deployment.tp"]): p for p in out["points"]}
+    assert "dp=4 x tp=4 = 16 GPUs do not fit 1 node(s) of 8: set nodes=2" in pts[(4, 4)]["error"]
+    ok = pts[(4, 1)]
+    assert "error" not in ok and ok["summary"]["dp"] == 4 and ok["summary"]["completed"] == 4
+    assert ok["output_throughput_per_gpu"] == pytest.approx(ok["summary"]["output_throughput"] / 4, abs=1e-3)
+    assert "error" not in pts[(2, 4)]  # dp 2 x tp 4: ep 8 over the node's 8 GPUs

@@ -49,6 +49,37 @@ GPUS_PER_NODE = 8  # one HGX/DGX node: 8 GPUs on one NVLink switch (the measured
 RouterName = Literal["round_robin", "least_outstanding_requests", "prefix_cache_aware"]
 
 
+MAX_NODES = 8  # the deployments issue 20 asks for: up to 8 nodes of 8 GPUs
+All2AllBackend = Literal["naive", "allgather_reducescatter", "pplx", "deepep_high_throughput", "deepep_low_latency"]
+
+
+class EplbSpec(Strict):
+    """vLLM's --enable-eplb with --eplb-config (num_redundant_experts, step_interval): redundant copies of the
+    busiest experts, placed so each rank's load evens out, re-placed every step_interval steps."""
+
+    num_redundant_experts: int = Field(32, ge=0, le=1024, description="extra expert copies over all ranks "
+                                       "(vLLM's default 0; 32 here, as SGLang's large-scale EP blog ran DeepSeek-V3)")
+    step_interval: int = Field(3000, ge=1, le=1_000_000, description="steps between rebalances (vLLM's "
+                               "eplb step_interval default 3000)")
+
+
+def check_dp_layout(dep: DeploymentSpec) -> None:
+    """dp ranks of tp GPUs fill `nodes` nodes; tp never crosses a node; ep is every GPU (vLLM's EP with DP)."""
+    world = dep.dp * dep.tp
+    if dep.tp > GPUS_PER_NODE or GPUS_PER_NODE % dep.tp:
+        raise ValueError(f"tp={dep.tp} must divide the node size {GPUS_PER_NODE}: tensor parallelism stays within "
+                         "a node")
+    if dep.ep != world:
+        raise ValueError(f"ep={dep.ep}: with dp={dep.dp} x tp={dep.tp} the experts spread over all {world} GPUs, "
+                         f"so ep must be {world} (vLLM --enable-expert-parallel)")
+    if world > dep.nodes * GPUS_PER_NODE:
+        raise ValueError(f"dp={dep.dp} x tp={dep.tp} = {world} GPUs do not fit {dep.nodes} node(s) of "
+                         f"{GPUS_PER_NODE}: set nodes={-(-world // GPUS_PER_NODE)}")
+    if dep.nodes > 1 and world != dep.nodes * GPUS_PER_NODE:
+        raise ValueError(f"{world} GPUs over {dep.nodes} nodes of {GPUS_PER_NODE}: fill whole nodes "
+                         f"(dp x tp = {dep.nodes * GPUS_PER_NODE})")
+
+
 class DeploymentError(ValueError):
     """A deployment that cannot run: the message says why and what would."""
 
@@ -57,10 +88,12 @@ class DeploymentSpec(Strict):
     """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
 
     MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
-    One node of up to 8 GPUs (the measured collectives go to 8)."""
+    One node of up to 8 GPUs, or with dp > 1 (issue 20) up to MAX_NODES nodes of GPUS_PER_NODE."""
 
-    tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
-    ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")
+    tp: int = Field(1, ge=1, le=64, description="tensor parallel size: GPUs sharing attention and dense parts "
+                    "(within one node of 8)")
+    ep: int = Field(1, ge=1, le=512, description="expert parallel size (divides tp; with dp > 1 it is dp x tp); "
+                    "MoE tensor parallel is tp / ep")
     weight_dtype: Literal["bf16", "fp8"] = Field(
         "bf16", description="fp8: e4m3 with 128x128 block scales, as Qwen/Qwen3-235B-A22B-FP8"
     )
@@ -99,15 +132,47 @@ class DeploymentSpec(Strict):
         "round_robin", description="how the router in front of the replicas picks one for a request (runtime/router.py)"
     )
 
+    # -- issue 20, data-parallel attention + expert parallelism, several nodes (dpep) --------------------------
+    dp: int = Field(1, ge=1, le=64, description="attention data-parallel ranks, each with tp GPUs, its own KV cache "
+                    "and requests; the experts split over all dp x tp GPUs (vLLM --data-parallel-size N "
+                    "--enable-expert-parallel, SGLang --enable-dp-attention --dp N --ep N)")
+    nodes: int = Field(1, ge=1, le=MAX_NODES, description=f"nodes of {GPUS_PER_NODE} GPUs the dp x tp GPUs fill, "
+                       "joined by a 400 Gb/s per GPU InfiniBand/RoCE link (hardware/all_to_all.py)")
+    all2all_backend: All2AllBackend = Field(
+        "deepep_low_latency", description="MoE dispatch/combine kernels with dp > 1 (vLLM --all2all-backend; "
+        "deepep_*: normal kernels for prefill steps, low-latency for decode steps)")
+    eplb: EplbSpec | None = Field(None, description="expert-parallel load balancing: redundant experts, "
+                                  "rebalanced every N steps (vLLM --enable-eplb); null: off")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ep_over_dp(cls, data: Any) -> Any:
+        """dp > 1 with ep left at 1: the experts spread over every GPU (ep = dp x tp), as `--data-parallel-size N
+        --enable-expert-parallel` does; so `--set deployment.dp=8` and a sweep over dp need no ep of their own."""
+        if isinstance(data, dict) and isinstance(data.get("dp"), int) and data["dp"] > 1 and data.get("ep", 1) == 1:
+            tp = data.get("tp", 1)
+            data = {**data, "ep": data["dp"] * (tp if isinstance(tp, int) else 1)}
+        return data
+
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> DeploymentSpec:
-        if self.tp % self.ep:
+        if self.dp > 1:
+            check_dp_layout(self)
+        elif self.tp % self.ep:
             raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
+        elif self.tp > GPUS_PER_NODE:
+            raise ValueError(f"tp={self.tp} spans nodes: tensor parallelism stays within a node of {GPUS_PER_NODE} "
+                             "GPUs (use dp for more GPUs)")
+        elif self.nodes > 1:
+            raise ValueError(f"nodes={self.nodes} with dp=1: only data-parallel ranks spread over nodes here "
+                             "(set dp)")
+        if self.eplb is not None and self.dp == 1:
+            raise ValueError("eplb: expert-parallel load balancing needs dp > 1 (experts over all ranks)")
         return self
 
     # fields of newer deployments left out of a dump while at their default, so a recording of a deployment that does
     # not use them (its `run` line, the event digests) stays byte for byte what it was before they existed
-    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router")
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router", "dp", "nodes", "all2all_backend", "eplb")
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
@@ -115,35 +180,31 @@ class DeploymentSpec(Strict):
         for name in self.OMITTED_AT_DEFAULT:
             if name in out and getattr(self, name) == type(self).model_fields[name].default:
                 del out[name]
+        if self.dp > 1 and "ep" in out:  # derived from dp x tp: a sweep over dp or tp derives it afresh
+            del out["ep"]
         return out
 
     @model_validator(mode="after")
     def _replicas_fit(self) -> DeploymentSpec:
+        if self.replicas > 1 and self.dp > 1:
+            raise ValueError(f"replicas={self.replicas} with dp={self.dp}: replicas of a data-parallel engine are not "
+                             "simulated yet; use dp ranks or replicas")
         need, have = self.replicas * self.gpus_per_replica, self.gpus_available
         if need > have:
             raise ValueError(
                 f"replicas={self.replicas} x {self.gpus_per_replica} GPUs each (tp={self.tp}"
-                f"{f' x dp={self.dp_size}' if self.dp_size > 1 else ''}) need {need} GPUs; "
-                f"the deployment has {have} ({self.num_nodes} node(s) of {GPUS_PER_NODE}): lower replicas or tp"
+                f"{f' x dp={self.dp}' if self.dp > 1 else ''}) need {need} GPUs; "
+                f"the deployment has {have} ({self.nodes} node(s) of {GPUS_PER_NODE}): lower replicas or tp"
             )
         return self
 
     @property
-    def dp_size(self) -> int:
-        """Attention data-parallel ranks of one engine (issue 20's dp field, where the spec has it)."""
-        return int(getattr(self, "dp", 1))
-
-    @property
-    def num_nodes(self) -> int:
-        return int(getattr(self, "nodes", 1))  # issue 20's nodes field, where the spec has it
-
-    @property
     def gpus_per_replica(self) -> int:
-        return self.tp * self.dp_size
+        return self.tp * self.dp
 
     @property
     def gpus_available(self) -> int:
-        return GPUS_PER_NODE * self.num_nodes
+        return GPUS_PER_NODE * self.nodes
 
     def replica_gpus(self, replica: int) -> list[int]:
         """The GPUs (node-major global ids) replica `replica` runs on: consecutive groups of gpus_per_replica."""
@@ -152,7 +213,13 @@ class DeploymentSpec(Strict):
 
     @property
     def moe_tp(self) -> int:
-        return self.tp // self.ep
+        return self.tp // self.ep if self.dp == 1 else 1
+
+    @property
+    def world_size(self) -> int:
+        """Every GPU of the deployment: dp ranks of tp GPUs each."""
+        return self.dp * self.tp
+
 
 
 # -- one GPU's shapes ----------------------------------------------------------------------------------------
@@ -173,7 +240,7 @@ def shard(model: ModelConfig, dep: DeploymentSpec) -> ModelConfig:
     )
     if model.is_moe:
         e, k, mi = model.num_experts, model.num_experts_per_tok, model.moe_intermediate_size
-        if e % ep or k % ep:
+        if e % ep or (k % ep and dep.dp == 1):
             raise DeploymentError(f"ep={ep} must divide the {e} experts and the top-{k} of {model.name}")
         if mi % moe_tp:
             raise DeploymentError(f"moe tp={moe_tp} (tp / ep) must divide moe_intermediate_size {mi}")
@@ -182,7 +249,9 @@ def shard(model: ModelConfig, dep: DeploymentSpec) -> ModelConfig:
                 f"fp8 block scales need moe_intermediate_size / moe_tp = {mi // moe_tp} to be a multiple of "
                 f"{FP8_BLOCK} (vLLM refuses it too): use ep={dep.tp} (expert parallel) or a smaller tp"
             )
-        changes.update(num_experts=e // ep, num_experts_per_tok=k // ep, moe_intermediate_size=mi // moe_tp)
+        # with dp > 1 a GPU's expected local top-k (k / ep) may be under one: kept at one, as the DP group prices
+        # its MoE from the whole model's top-k (runtime/dp_group.py)
+        changes.update(num_experts=e // ep, num_experts_per_tok=max(1, k // ep), moe_intermediate_size=mi // moe_tp)
     return replace(model, **changes)
 
 
@@ -322,13 +391,13 @@ def place(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, max_num_batched_tok
     kv_per_token = local.kv_bytes_per_token(dep.kv_dtype)
     p = Placement(
         gpu=gpu.name,
-        num_gpus=dep.tp,
+        num_gpus=dep.world_size,
         capacity_bytes=capacity,
         budget_bytes=budget,
-        weights_bytes=weight_bytes_per_gpu(model, local),
+        weights_bytes=weight_bytes_per_gpu(model, local) + eplb_bytes_per_gpu(model, local, dep),
         activation_bytes=activation_bytes(model, local, max_num_batched_tokens, max_num_seqs),
         cuda_graph_bytes=CUDA_GRAPH_GIB * GiB if dep.cuda_graphs and dep.cuda_graph_memory_profiled else 0.0,
-        non_torch_bytes=NON_TORCH_GIB[min(dep.tp, 2)] * GiB,
+        non_torch_bytes=NON_TORCH_GIB[min(dep.world_size, 2)] * GiB,
         kv_bytes_per_token=kv_per_token,
         kv_blocks=0,
         max_model_len=max_len,
@@ -350,6 +419,42 @@ def place(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, max_num_batched_tok
             f"the {p.kv_cache_bytes / GiB:.2f} GiB available ({p.kv_tokens} tokens): lower max_model_len or raise tp"
         )
     return p
+
+
+def eplb_bytes_per_gpu(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec) -> float:
+    """EPLB's redundant experts: ceil(redundant / ep) more experts on each GPU, in every MoE layer (vLLM's EPLB
+    holds each physical expert's full weights)."""
+    if dep.eplb is None or not model.is_moe or not dep.eplb.num_redundant_experts:
+        return 0.0
+    mi, h, w = local.moe_intermediate_size, local.hidden_size, local.weight_dtype
+    per_expert = _matrix_bytes(2 * mi, h, w) + _matrix_bytes(h, mi, w)
+    return model.num_hidden_layers * math.ceil(dep.eplb.num_redundant_experts / dep.ep) * per_expert
+
+
+@dataclass(frozen=True)
+class RankPlacement:
+    """One data-parallel rank of a dp > 1 deployment: its GPUs, node, experts (logical ids each GPU holds) and the
+    memory of each of its GPUs (every rank is the same shape: vLLM sizes each rank's KV cache alike)."""
+
+    rank: int
+    node: int
+    gpus: tuple[int, ...]
+    experts: tuple[tuple[int, int], ...]  # per GPU: [first, last] logical expert id, before EPLB's redundant ones
+    redundant_experts: int  # EPLB copies per GPU
+    per_gpu: dict[str, float | int]
+
+
+def rank_placements(model: ModelConfig, p: Placement, dep: DeploymentSpec) -> list[RankPlacement]:
+    """vLLM's layout with --data-parallel-size dp --enable-expert-parallel: rank r holds GPUs r*tp .. r*tp+tp-1
+    (ranks fill node 0 first), GPU g holds experts g*E/ep .. (g+1)*E/ep-1 (FusedMoE's linear expert map)."""
+    per = model.num_experts // dep.ep if model.is_moe else 0
+    extra = math.ceil(dep.eplb.num_redundant_experts / dep.ep) if dep.eplb is not None else 0
+    out = []
+    for r in range(dep.dp):
+        gpus = tuple(range(r * dep.tp, (r + 1) * dep.tp))
+        out.append(RankPlacement(r, gpus[0] // GPUS_PER_NODE, gpus, tuple((g * per, (g + 1) * per - 1) for g in gpus),
+                                 extra, p.per_gpu()))
+    return out
 
 
 def _too_big(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, weights: float, tokens: int) -> str:

@@ -313,6 +313,39 @@ class DeploymentEvent(_Event):
     scheduler_source: str  # where the two limits come from
 
 
+class DPGroupEvent(_Event):
+    """A data-parallel group (deployment.dp > 1, issue 20), once at t_us=0: its ranks, where each sits, the experts
+    each GPU holds, and how its MoE tokens move between them."""
+
+    kind: Literal["dp_group"] = "dp_group"
+    dp: int
+    tp: int
+    ep: int
+    nodes: int
+    all2all_backend: str
+    eplb: dict[str, int] | None = None
+    ranks: list[dict[str, Any]]  # per DP rank: rank, node, gpus, experts ([first, last] per GPU), per_gpu memory
+
+
+class DPStepEvent(_Event):
+    """One lockstep step of a data-parallel group (t_us == start_us): every rank runs it, a rank with nothing
+    scheduled a dummy batch; the slowest rank sets its duration, the others idle until it ends. Each rank's own
+    step is its `step` event (instance = the rank), whose model_dur_us is this group step's."""
+
+    kind: Literal["dp_step"] = "dp_step"
+    index: int
+    start_us: float
+    dur_us: float  # the whole model step, the slowest rank's
+    slowest_rank: int
+    busy_us: list[float]  # per rank: its own model step's work (attention on its batch, the group's MoE, all-to-all)
+    tokens: list[int]  # per rank: tokens it scheduled (0: a dummy step)
+    a2a_us: float  # dispatch + combine over every MoE layer of the step
+    moe_us: float  # the routed experts over every MoE layer (the busiest GPU's, on the group's tokens)
+    a2a_kernels: str  # which dispatch/combine kernels ran (DeepEP normal or low-latency, pplx, ...)
+    expert_rows: list[float]  # per GPU of the group: token-expert rows its experts computed, per layer (mean)
+    eplb_rebalanced: bool = False  # EPLB re-placed the experts before this step
+
+
 class RunEvent(_Event):
     """First line of a recording (`layerscope run --events`, `POST /api/events`), never made by the engine: the
     spec the events were simulated from, so a replay shows that run and no other."""
@@ -343,6 +376,8 @@ Event = Annotated[
     | ExpertsEvent
     | SummaryEvent
     | DeploymentEvent
+    | DPGroupEvent
+    | DPStepEvent
     | RunEvent,
     Field(discriminator="kind"),
 ]

@@ -151,6 +151,8 @@ def shown_panels(result: SimResult) -> set[str]:
         shown.add("experts")
     if spec.deployment is not None:
         shown.add("deployment")
+    if spec.deployment is not None and spec.deployment.dp > 1:  # views/dpranks.js: the main run's DP ranks
+        shown.add("dp-ranks")
     if getattr(spec, "sweep", None) is not None:
         shown.add("sweep")
     return shown

@@ -55,7 +55,7 @@ def walk(page: Any, name: str, shots: Path | None = None) -> list[dict[str, Any]
 
 
 @pytest.mark.parametrize("name", ["serving-long-prompt-itl", "serving-kv-preemption", "serving-64-h200-tp8",
-                                  "decode-pulses"])
+                                  "decode-pulses", "dp-attention-ep8", "two-nodes-wide-ep"])
 def test_a_tour_lands_on_each_moment_window_and_panel(page, server_url: str, name: str) -> None:
     open_preset(page, server_url, name)
     results = walk(page, name)

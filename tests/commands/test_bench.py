@@ -115,3 +115,18 @@ def test_bench_with_replicas_reports_each_one(capsys: pytest.CaptureFixture[str]
     assert "Replicas (round_robin)" in text and "\n2       2 " in text
     assert main([*args[:-4], "--replicas", "9"]) == 2
     assert "need 9 GPUs; the deployment has 8" in capsys.readouterr().err
+
+
+def test_bench_takes_the_data_parallel_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """--dp 8 --tp 1: DP 8 x EP 8; the all-to-all backend reaches the engine (naive gathers every token: slower)."""
+    durations = {}
+    for backend in ("deepep_low_latency", "naive"):
+        args = [*SMALL[:2], "--tp", "1", "--dp", "8", "--weight-dtype", "fp8", "--all2all-backend", backend,
+                "--eplb", "32:2", *SMALL[4:], "--json"]
+        assert main(["bench", *args]) == 0
+        r = json.loads(capsys.readouterr().out)
+        assert r["completed"] == 8
+        durations[backend] = r["duration"]
+    assert durations["naive"] > durations["deepep_low_latency"]
+    assert main(["bench", *SMALL[:2], "--tp", "1", "--dp", "8", "--nodes", "2", *SMALL[4:]]) == 2
+    assert "fill whole nodes" in capsys.readouterr().err

@@ -74,3 +74,22 @@ def test_plan_refuses_replicas_past_the_node(capsys: pytest.CaptureFixture[str])
     assert main(["plan", "--model", "qwen3-30b-a3b", "--tp", "4", "--replicas", "3"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "replicas=3 x 4 GPUs each (tp=4) need 12 GPUs; the deployment has 8" in err
+
+
+def test_plan_prints_each_data_parallel_rank(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--dp", "16", "--tp", "1", "--nodes", "2", "--gpu", "h100-sxm", "--weight-dtype", "fp8",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["dp"], out["ep"], out["nodes"], out["num_gpus"]) == (16, 16, 2, 16)
+    assert [r["node"] for r in out["ranks"]] == [0] * 8 + [1] * 8
+    assert out["ranks"][3]["experts"] == [[24, 31]]
+    assert main(["plan", "--dp", "8", "--tp", "1", "--weight-dtype", "fp8", "--eplb", "32:100"]) == 0
+    text = capsys.readouterr().out
+    assert "DP rank 7 (node 0, GPU 7): attention tp 1, experts 112-127 + 4 redundant (EPLB)" in text
+
+
+def test_plan_refuses_a_dp_layout_naming_the_node_size(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--dp", "8", "--tp", "2"]) == 2
+    assert "16 GPUs do not fit 1 node(s) of 8: set nodes=2" in capsys.readouterr().err
+    assert main(["plan", "--dp", "8", "--tp", "1", "--eplb", "x"]) == 2
+    assert "expected REDUNDANT[:INTERVAL]" in capsys.readouterr().err

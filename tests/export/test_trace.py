@@ -65,3 +65,16 @@ def test_trace_args_say_where_each_kernel_price_comes_from() -> None:
     measured = [e for e in slices if e["args"]["source"] == "measured"]
     assert all("h200_sxm" in e["args"]["table"] for e in measured)
     assert all("table" not in e["args"] for e in slices if e["args"]["source"] == "analytic")
+
+
+def test_a_data_parallel_run_traces_each_gpu_as_its_own_lane_group() -> None:
+    spec = ScenarioSpec.model_validate({"name": "dp", "model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h100-sxm",
+                                        "deployment": {"dp": 2},
+                                        "workload": {"num_requests": 2, "input_len": 64, "output_len": 4}})
+    trace = to_perfetto(simulate(spec))
+    names = [e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"]
+    assert names[:2] == ["GPU 0 · compute", "GPU 0 · comm"] and "GPU 1 · comm" in names
+    comm1 = next(e["tid"] for e in trace["traceEvents"] if e.get("name") == "thread_name"
+                 and e["args"]["name"] == "GPU 1 · comm")
+    a2a = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["tid"] == comm1]
+    assert a2a and {e["args"]["stage"] for e in a2a} <= {"ep_dispatch", "ep_combine"}

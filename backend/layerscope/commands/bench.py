@@ -17,6 +17,7 @@ from layerscope.bench import (
     result_block,
 )
 from layerscope.deployment import RouterName
+from layerscope.dp_flags import add_dp_arguments, dp_fields
 from layerscope.hardware.gpus import GPUS
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
@@ -41,6 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=None, help="engines of this shape on the node, behind a router")
     p.add_argument("--router", choices=get_args(RouterName), default=None,
                    help="how the router in front of the replicas picks one (default round_robin)")
+    add_dp_arguments(p)
     p.add_argument("--engine", choices=("vllm", "sglang"), default=None,
                    help="the engine imitated: its tokenizer, HTTP and SSE latency in TTFT (default vllm)")
     p.add_argument("--random-input-len", type=int, default=None, help="prompt tokens (vLLM default 1024)")
@@ -72,6 +74,7 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
     for flag in ("tp", "ep", "weight_dtype", "kv_dtype", "engine", "replicas", "router"):
         if getattr(args, flag) is not None:
             dep[flag] = getattr(args, flag)
+    dep.update(dp_fields(args))
     over["deployment"] = dep
     work = base.workload.model_dump() if base.workload is not None else {"num_requests": 1000, "input_len": 1024,
                                                                           "output_len": 128}

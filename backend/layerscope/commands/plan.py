@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import get_args
 
-from layerscope.deployment import DeploymentSpec, Placement, RouterName, place, shard
+from layerscope.deployment import DeploymentSpec, Placement, RouterName, place, rank_placements, shard
+from layerscope.dp_flags import add_dp_arguments, dp_fields
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
 from layerscope.scenario import SchedulerSpec, format_validation_error, scheduler_limits
@@ -31,6 +32,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=int, default=1, help="engines of this shape on the node, behind a router")
     p.add_argument("--router", choices=get_args(RouterName), default="round_robin",
                    help="how the router in front of the replicas picks one (runtime/router.py)")
+    add_dp_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the log lines")
 
 
@@ -40,7 +42,8 @@ def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
     try:
         return DeploymentSpec(tp=args.tp, ep=args.ep, weight_dtype=args.weight_dtype, kv_dtype=args.kv_dtype,
                               gpu_memory_utilization=args.gpu_memory_utilization, max_model_len=args.max_model_len,
-                              cuda_graphs=not args.no_cuda_graphs, replicas=args.replicas, router=args.router)
+                              cuda_graphs=not args.no_cuda_graphs, replicas=args.replicas, router=args.router,
+                              **dp_fields(args))
     except ValidationError as e:
         raise ValueError(format_validation_error(e, "deployment")) from None
 
@@ -76,6 +79,12 @@ def plan(args: argparse.Namespace) -> tuple[DeploymentSpec, Placement, dict]:
     }
     if dep.replicas > 1:
         out.update(replicas_plan(dep, p))
+    if dep.dp > 1:
+        out.update(dp=dep.dp, nodes=dep.nodes, all2all_backend=dep.all2all_backend,
+                   eplb=dep.eplb.model_dump() if dep.eplb is not None else None,
+                   ranks=[{"rank": r.rank, "node": r.node, "gpus": list(r.gpus),
+                           "experts": [list(e) for e in r.experts], "redundant_experts_per_gpu": r.redundant_experts,
+                           "per_gpu": r.per_gpu} for r in rank_placements(model, p, dep)])
     return dep, p, out
 
 
@@ -92,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
         return 0
     s, g = out["shard"], out["per_gpu"]
-    print(f"{out['model']} on {p.num_gpus} x {p.gpu}: tp={dep.tp} ep={dep.ep} (moe tp {dep.moe_tp}), "
+    dp = f"dp={dep.dp} x " if dep.dp > 1 else ""
+    print(f"{out['model']} on {p.num_gpus} x {p.gpu}: {dp}tp={dep.tp} ep={dep.ep} (moe tp {dep.moe_tp}), "
           f"weights {dep.weight_dtype}, KV cache {dep.kv_dtype}")
     print(f"per GPU: {s['attention_heads']} attention heads, {s['kv_heads']} KV head(s)"
           f"{f' (each replicated on {p.kv_replication} GPUs)' if p.kv_replication > 1 else ''}, "
@@ -111,4 +121,11 @@ def run(args: argparse.Namespace) -> int:
                            for i, g in enumerate(out["replica_gpus"]))
         print(f"{dep.replicas} replicas behind a {dep.router} router on {dep.replicas * p.num_gpus} of "
               f"{out['gpus_on_node']} GPUs ({groups}); {out['kv_tokens_all_replicas']:,} KV tokens in all")
+    for r in out.get("ranks", []):
+        g = r["per_gpu"]
+        experts = ", ".join(f"{a}-{b}" for a, b in r["experts"])
+        extra = f" + {r['redundant_experts_per_gpu']} redundant (EPLB)" if r["redundant_experts_per_gpu"] else ""
+        print(f"DP rank {r['rank']} (node {r['node']}, GPU {', '.join(map(str, r['gpus']))}): attention tp "
+              f"{dep.tp}, experts {experts}{extra}, weights {g['weights_gib']:.2f} GiB, KV cache "
+              f"{g['kv_cache_gib']:.2f} GiB = {g['kv_tokens']:,} tokens of its own requests")
     return 0

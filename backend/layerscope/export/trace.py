@@ -14,6 +14,7 @@ decoder layer's simulated time for a one-request run, the whole model's for a se
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from layerscope.result import SimResult
@@ -43,13 +44,14 @@ def to_perfetto(result: SimResult) -> dict[str, Any]:
 
 def _run_events(result: Any, pid: int, name: str) -> list[dict[str, Any]]:
     events = result.events
-    tids = {s: i + 1 for i, s in enumerate(_streams(events))}
+    lane = _lane_of(events)
+    tids = {s: i + 1 for i, s in enumerate(_streams(events, lane))}
     instants_tid = len(tids) + 1
     out: list[dict[str, Any]] = _metadata(name, pid, tids, instants_tid)
     for e in events:
         kind = e.kind
         if kind == "kernel":
-            out.append(_slice(e, pid, tids[e.stream]))
+            out.append(_slice(e, pid, tids[lane(e)]))
         elif kind == "memory":
             out.append(_counter("HBM used (GiB)", pid, e.t_us, {"used": e.hbm_used_bytes / GIB,
                                                                  "kv": e.kv_bytes / GIB,
@@ -69,10 +71,19 @@ def to_json(result: Any) -> str:
     return json.dumps(to_perfetto(result), separators=(",", ":"), allow_nan=False, default=_finite)
 
 
-def _streams(events: list[Any]) -> list[str]:
-    seen = {e.stream for e in events if e.kind == "kernel"}
-    known = [s for s in STREAM_ORDER if s in seen]
-    return known + sorted(seen - set(known))
+def _lane_of(events: list[Any]) -> Callable[[Any], str]:
+    """A kernel's thread: its stream, or with several GPUs of a data-parallel group (kernel rank > 0) its GPU's
+    stream ("GPU 3 · comm"), so each rank's all-to-all and compute are a lane group of their own."""
+    if not any(e.kind == "kernel" and e.rank for e in events):
+        return lambda e: e.stream
+    return lambda e: f"GPU {e.rank} · {e.stream}"
+
+
+def _streams(events: list[Any], lane: Callable[[Any], str] | None = None) -> list[str]:
+    lane = lane or (lambda e: e.stream)
+    seen = {(getattr(e, "rank", 0), e.stream, lane(e)) for e in events if e.kind == "kernel"}
+    order = {s: i for i, s in enumerate(STREAM_ORDER)}
+    return [name for _, _, name in sorted(seen, key=lambda x: (x[0], order.get(x[1], len(order)), x[1]))]
 
 
 def _metadata(name: str, pid: int, tids: dict[str, int], instants_tid: int) -> list[dict[str, Any]]:

@@ -16,11 +16,12 @@ seeded from spec.seed, and nothing depends on wall time.
 from __future__ import annotations
 
 import gc
-from typing import Any
+from typing import Any, cast
 
 from layerscope.events import SummaryEvent
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
+from layerscope.runtime.dp_group import DPGroup, dp_figures, is_dp, members
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
@@ -28,6 +29,7 @@ from layerscope.runtime.metrics import merged, serving_metrics
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.replicas import build_instances, replica_metrics
 from layerscope.runtime.request_run import RequestInstance
+from layerscope.runtime.serving import ServingInstance
 from layerscope.runtime.summary import replicas_summary, request_summary, serving_summary
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
@@ -51,6 +53,8 @@ def simulate(spec: ScenarioSpec, progress: Progress | None = None, check: Check 
 
 def _run(spec: ScenarioSpec, progress: Progress | None, check: Check | None, summary_only: bool) -> SimResult:
     if spec.workload is None:
+        if is_dp(spec):
+            raise ValueError("deployment.dp: data-parallel ranks serve a workload; a one-request run has one rank")
         return _one_request(spec, progress, check)
     return _serve(spec, progress, check, summary_only)
 
@@ -77,17 +81,19 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
         instance.expect(requests)
         if i:  # the scaled layer shadows replica 0's GPU only, whose events are the ones kept (runtime/replicas.py)
             instance.shadow = None
-    loop = Loop(instances, Client(requests, spec.workload.max_concurrency), route, progress=progress, check=check,
-                events=events)
+    # a DP group is stepped by the loop as one instance (runtime/dp_group.py: the same methods)
+    loop = Loop([cast(Instance, inst) for inst in instances], Client(requests, spec.workload.max_concurrency), route,
+                progress=progress, check=check, events=events)
     loop.run()
     t = max(loop.end_us)
     if events is not None:
         events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
     figures = serving_metrics(events) if events is not None else \
         merged([inst.metrics for inst in instances if inst.metrics is not None]).figures()
-    summary = serving_summary(instances, figures, requests)
-    if len(instances) > 1:
-        summary.update(replicas_summary(instances, replica_metrics(instances, events), route))
+    summary = serving_summary([m for inst in instances for m in members(inst)], figures, requests) | dp_figures(first)
+    replicas = [inst for inst in instances if isinstance(inst, ServingInstance)]
+    if len(replicas) > 1:
+        summary.update(replicas_summary(replicas, replica_metrics(replicas, events), route))
     if events is None:
         return _result(spec, first, [SummaryEvent(t_us=t, figures=summary)], summary)
     events.append(SummaryEvent(t_us=t, figures=summary))
@@ -95,7 +101,7 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     return _result(spec, first, events, summary)
 
 
-def _result(spec: ScenarioSpec, instance: Instance, events: list[Any],
+def _result(spec: ScenarioSpec, instance: Instance | DPGroup, events: list[Any],
             summary: dict[str, float | int | bool | str]) -> SimResult:
     topology = instance.plan.topology(instance.model, instance.timing.cost_model)  # the plan the instance ran
     return SimResult(spec=spec, events=events, topology=topology, summary=summary, clock=instance.clock)

@@ -13,6 +13,7 @@ Without a deployment, or with replicas 1, it is the one instance and the route t
 
 from __future__ import annotations
 
+from layerscope.runtime.dp_group import DPGroup, is_dp
 from layerscope.runtime.loop import Route
 from layerscope.runtime.metrics import ServingMetrics, serving_metrics
 from layerscope.runtime.recorder import Recorder
@@ -25,18 +26,21 @@ def num_replicas(spec: ScenarioSpec) -> int:
     return spec.deployment.replicas if spec.deployment is not None else 1
 
 
-def build_instances(spec: ScenarioSpec, events: list[object] | None) -> tuple[list[ServingInstance], Route]:
+def build_instances(spec: ScenarioSpec, events: list[object] | None) -> tuple[list[ServingInstance | DPGroup], Route]:
     """The run's serving instances, all appending to `events`; None: a summary-only run, where each instance feeds
-    its own ServingMetrics (its `metrics`; metrics.merged gives the run's)."""
+    its own ServingMetrics (its `metrics`; metrics.merged gives the run's). With dp > 1 the one instance is a DP
+    group, its ranks stepped in lockstep (runtime/dp_group.py)."""
+    if is_dp(spec):
+        return [DPGroup(spec, events, ServingMetrics() if events is None else None)], lambda req: 0
     instances = [ServingInstance(spec, Recorder(events, instance=i, metrics=ServingMetrics() if events is None
                                                 else None, gpu_events=i == 0))
                  for i in range(num_replicas(spec))]
     if len(instances) == 1:
-        return instances, lambda req: 0
+        return [*instances], lambda req: 0
     first = instances[0]
     assert spec.deployment is not None
     route = make_route(spec.deployment.router, instances, first.page_size, first.kv.pool.num_pages)
-    return instances, route
+    return [*instances], route
 
 
 def replica_metrics(instances: list[ServingInstance], events: list[object] | None) -> list[dict[str, float | int]]:

@@ -38,12 +38,14 @@ def default_costs(gpu: GPU) -> tuple[CostModel, dict[tuple[Kernel, CostEnv], Ker
 
 class Timing:
     def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None,
-                 costs: dict[tuple[Kernel, CostEnv], KernelCost] | None = None, instance: int = 0) -> None:
+                 costs: dict[tuple[Kernel, CostEnv], KernelCost] | None = None, instance: int = 0,
+                 rank: int = 0) -> None:
         """`emit` None: a run that keeps no events (a summary-only serving run) builds no kernel events. `costs`: the
         memo of `cost_model`'s prices to use (default_costs'), else one of this Timing's own. `instance`: the engine
-        instance its kernel events say they ran on."""
+        instance its kernel events say they ran on; `rank`: the GPU of its group they ran on."""
         self.cost_model = cost_model
         self.instance = instance
+        self.rank = rank
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
         self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {} if costs is None else costs
@@ -132,7 +134,8 @@ class Timing:
         # memoised, so a serving run's thousands of steps reuse them).
         hit = self._fields.get(id(c))
         if hit is None or hit[0] is not c:
-            hit = self._fields[id(c)] = (c, _cost_fields(c, self.instance))  # holds c: its id is not reused meanwhile
+            # holds c: its id is not reused meanwhile
+            hit = self._fields[id(c)] = (c, _cost_fields(c, self.instance, self.rank))
         return hit[1]
 
 
@@ -145,7 +148,7 @@ def _kernel_event(fields: dict[str, Any], phase: str, start: float, chunk: int |
     return trusted_event(KernelEvent, values)
 
 
-def _cost_fields(c: KernelCost, instance: int) -> dict[str, Any]:
+def _cost_fields(c: KernelCost, instance: int, rank: int = 0) -> dict[str, Any]:
     """A kernel event's fields, in declaration order; t_us, phase, start_us, chunk and step are filled per launch."""
     k = c.kernel
     return {
@@ -154,4 +157,4 @@ def _cost_fields(c: KernelCost, instance: int) -> dict[str, Any]:
         "bytes": float(k.bytes), "bound": c.bound, "hbm_util": float(c.hbm_util), "l2_hit": float(c.l2_hit),
         "chunk": None, "step": None, "shapes": k.shapes, "scope": k.scope, "source": c.source,
         "table": c.table.label() if c.table is not None else "", "instance": instance,
-        "rank": 0}  # the simulated GPU of the instance's group
+        "rank": rank}  # the simulated GPU of the instance's group

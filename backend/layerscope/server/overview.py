@@ -68,6 +68,10 @@ FIELDS: dict[str, tuple[str, ...]] = {
     "fault": ("t_us", "fault", "action", "detail", "banks", "step", "chunk"),
     "alloc_fail": ("t_us", "owner", "pages_wanted", "free_pages", "largest_free_run", "reason"),
     "experts": ("t_us", "phase", "step", "chunk", "scaled_model", "counts", "distinct_full", "assumed"),
+    # a data-parallel group (issue 20): its ranks, and each lockstep step's per-rank work and expert load
+    "dp_group": ("t_us", "dp", "tp", "ep", "nodes", "all2all_backend", "ranks"),
+    "dp_step": ("t_us", "index", "start_us", "dur_us", "slowest_rank", "busy_us", "tokens", "a2a_us", "moe_us",
+                "a2a_kernels", "expert_rows"),
     "numerics": (
         "t_us",
         "phase",

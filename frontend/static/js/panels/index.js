@@ -12,6 +12,7 @@
 
 import { BanksView } from "../views/banks.js";
 import { DeploymentView } from "../views/deployment.js";
+import { DPRanksView } from "../views/dpranks.js";
 import { ExpertsView } from "../views/experts.js";
 import { KvBlocksView } from "../views/kvblocks.js";
 import { LatencyView } from "../views/latency.js";
@@ -77,6 +78,18 @@ export const PANELS = [
     body: `    <div class="plot" id="stepmix-plot"></div>`,
     create: (el, c) => ({ stepmix: new StepMixView(byId("stepmix-plot"), c.store, c.serving, byId("stepmix-info"), c.servingB) }),
     has: (store, c) => servingRun(store, c.serving),
+  },
+  {
+    id: "dp-ranks",
+    title: "DP ranks",
+    kind: "time",
+    size: "wide",
+    serving: true,
+    help: "Data-parallel ranks in lockstep (deployment.dp): each rank's busy share of every step (the slowest sets it; the others idle), the all-to-all's share of the step (right axis), and the token-expert rows each GPU's experts computed per layer",
+    head: `DP ranks <span class="sub" id="dpranks-info"></span>`,
+    body: `    <div class="plot" id="dpranks-plot"></div>`,
+    create: (el, c) => ({ dpranks: new DPRanksView(byId("dpranks-plot"), c.store, byId("dpranks-info")) }),
+    has: (store, c) => servingRun(store, c.serving), // the view leaves the panel empty unless the run has DP ranks
   },
   {
     id: "latency-dist",
