@@ -71,7 +71,7 @@ def test_dp_fields_at_their_defaults_are_not_dumped() -> None:
     """A recording's run line holds the spec: a deployment without dp reads as before issue 20."""
     assert set(DeploymentSpec(tp=8).model_dump()) == {
         "tp", "ep", "weight_dtype", "kv_dtype", "gpu_memory_utilization", "cuda_graphs", "cuda_graph_memory_profiled",
-        "async_scheduling", "max_model_len", "engine"}
+        "async_scheduling", "max_model_len", "engine", "fused_moe_config"}
     dumped = DeploymentSpec(dp=4, tp=2, all2all_backend="pplx").model_dump()
     assert (dumped["dp"], dumped["all2all_backend"], "ep" in dumped) == (4, "pplx", False)  # ep = dp x tp
     assert DeploymentSpec.model_validate(dumped) == DeploymentSpec(dp=4, tp=2, all2all_backend="pplx")

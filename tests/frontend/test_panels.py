@@ -36,7 +36,7 @@ def test_every_panel_has_an_id_a_title_a_kind_and_creates_its_views() -> None:
         assert p["title"] and p["kind"] in ("time", "plot", "frame", "text") and p["create"] == "function", p
         assert p["where"] in ("wide", "half", "side"), p
         assert not p["serving"] or p["has"] == "function", p  # a serving panel says when it has something to show
-    assert [p["id"] for p in panels if p["serving"]] == ["requests", "step-mix", "latency-dist"]
+    assert [p["id"] for p in panels if p["serving"]] == ["requests", "step-mix", "dp-ranks", "latency-dist"]
 
 
 def test_a_time_track_draws_its_figure_on_the_shared_axis_only_when_what_it_reads_moved() -> None:
