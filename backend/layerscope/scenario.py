@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
@@ -338,6 +338,10 @@ class ScenarioSpec(Strict):
         None, description="many requests (null: one request of prompt_len and decode_steps)"
     )
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    # issue 21 (goodput): vllm bench serve's --goodput SLOs; absent: no goodput figures in the summary
+    goodput: dict[Literal["ttft", "tpot", "e2el"], Annotated[float, Field(ge=0.0, le=1e9)]] | None = Field(
+        None, description="SLOs in ms (ttft, tpot, e2el) a request must all meet to count in request_goodput "
+        "(vllm bench serve --goodput)")
     compare: CompareSpec | None = None
     tour: list[TourStep] = Field(default_factory=list, max_length=32)
     sweep: SweepSpec | None = Field(None, description="the sweep panel's grid (absent: no sweep applies)")

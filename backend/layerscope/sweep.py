@@ -28,6 +28,7 @@ MAX_POINTS = 256  # a sweep is a handful of deployments x loads; bounded so no r
 MAX_JOBS = 64
 THROUGHPUT = "output_throughput_per_gpu"
 TPOT = "median_tpot_ms"
+GOODPUT = "request_goodput_per_gpu"  # with --goodput: good requests/s per GPU
 
 
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
@@ -133,18 +134,23 @@ def run_grid(spec: ScenarioSpec, grid: dict[str, list[Any]], jobs: int = 1, ray_
             rows.append({"set": p, "summary": {}, THROUGHPUT: None, TPOT: None, "pareto": False, "error": s[1:]})
             continue
         summary = next(done)
-        rows.append({"set": p, "summary": summary, THROUGHPUT: _per_gpu(summary, s), TPOT: summary.get(TPOT),
-                     "pareto": False})
+        row = {"set": p, "summary": summary, THROUGHPUT: _per_gpu(summary, s), TPOT: summary.get(TPOT),
+               "pareto": False}
+        if "request_goodput" in summary:  # with --goodput SLOs
+            row[GOODPUT] = _per_gpu(summary, s, "request_goodput")
+        rows.append(row)
     mark_pareto(rows)
     return {"scenario": spec.name, "grid": grid, "points": rows}
 
 
-def _per_gpu(summary: dict[str, Any], spec_json: str) -> float | None:
-    tput = summary.get("output_throughput")
+def _per_gpu(summary: dict[str, Any], spec_json: str, key: str = "output_throughput") -> float | None:
+    """A figure per GPU: over the run's GPUs (its summary's num_gpus: every pool of a disaggregated run), or the
+    deployment's tp."""
+    tput = summary.get(key)
     if tput is None:
         return None
-    dep = json.loads(spec_json).get("deployment") or {}
-    return round(float(tput) / int(dep.get("tp") or 1), 3)
+    gpus = summary.get("num_gpus") or (json.loads(spec_json).get("deployment") or {}).get("tp") or 1
+    return round(float(tput) / int(gpus), 4 if key == "request_goodput" else 3)
 
 
 def mark_pareto(rows: list[dict[str, Any]]) -> None:

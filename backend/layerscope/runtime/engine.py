@@ -79,10 +79,10 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     t = max(loop.end_us)
     if events is None:
         assert metrics is not None
-        summary = serving_summary([instance], metrics.figures(), requests)
+        summary = serving_summary([instance], metrics.figures(spec.goodput), requests)
         return _result(spec, instance, [SummaryEvent(t_us=t, figures=summary)], summary)
     events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
-    summary = serving_summary([instance], serving_metrics(events), requests)
+    summary = serving_summary([instance], serving_metrics(events, spec.goodput), requests)
     events.append(SummaryEvent(t_us=t, figures=summary))
     _promote_to_oldest_generation()
     return _result(spec, instance, events, summary)
