@@ -51,6 +51,61 @@ class DeploymentError(ValueError):
     """A deployment that cannot run: the message says why and what would."""
 
 
+# -- issue 21 (prefill and decode apart): the pools of a disaggregated deployment ---------------------------------
+class PoolSpec(Strict):
+    """One pool of a disaggregated deployment: `instances` engines of tp GPUs each (SGLang's
+    --disaggregation-mode prefill|decode workers, vLLM's kv_producer / kv_consumer instances)."""
+
+    instances: int = Field(1, ge=1, le=16, description="engines in the pool (x of xPyD)")
+    tp: int = Field(8, ge=1, le=8, description="tensor parallel size of each engine of the pool")
+    dp: int = Field(1, ge=1, le=1, description="data parallel attention ranks of each engine (1: dp is not "
+                    "simulated inside a pool yet)")
+    ep: int = Field(1, ge=1, le=8, description="expert parallel size of each engine (divides tp)")
+
+    @model_validator(mode="after")
+    def _ep_divides_tp(self) -> PoolSpec:
+        if self.tp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.instances * self.tp * self.dp
+
+
+GPUS_PER_NODE = 8  # an HGX/DGX node: NVLink joins its 8 GPUs; between nodes the KV goes over RDMA
+
+
+class DisaggregationSpec(Strict):
+    """Prefill and decode on separate pools (xPyD), the KV cache sent from one to the other after prefill."""
+
+    prefill: PoolSpec = Field(default_factory=PoolSpec, description="the prefill pool")
+    decode: PoolSpec = Field(default_factory=PoolSpec, description="the decode pool")
+    link: Literal["nvlink", "rdma"] = Field(
+        "nvlink", description="how the KV travels: NVLink within one node (both pools on its 8 GPUs) or RDMA "
+        "between nodes (one NIC per GPU)")
+    streaming: bool = Field(
+        False, description="send each layer's KV as prefill finishes it (layer-by-layer, Mooncake's and SGLang's "
+        "overlap): only the last layer's share waits for the prefill's end")
+    routing: Literal["round_robin", "least_loaded"] = Field(
+        "round_robin", description="how requests pick a prefill instance and a decode instance (vLLM's disagg "
+        "proxy: round robin; SGLang's router / Dynamo: least loaded)")
+
+    @model_validator(mode="after")
+    def _fits_the_link(self) -> DisaggregationSpec:
+        gpus = self.prefill.num_gpus + self.decode.num_gpus
+        if self.link == "nvlink" and gpus > GPUS_PER_NODE:
+            raise ValueError(
+                f"link nvlink joins the {GPUS_PER_NODE} GPUs of one node; "
+                f"{self.prefill.instances}P{self.decode.instances}D at prefill tp {self.prefill.tp}, "
+                f"decode tp {self.decode.tp} uses {gpus} GPUs: use link rdma or fewer GPUs")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.prefill.num_gpus + self.decode.num_gpus
+
+
 class DeploymentSpec(Strict):
     """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
 
@@ -81,6 +136,10 @@ class DeploymentSpec(Strict):
         "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
         "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
     )
+    # issue 21 (prefill and decode apart): xPyD pools; absent: prefill and decode colocated on each engine
+    disaggregation: DisaggregationSpec | None = Field(
+        None, description="prefill and decode on separate pools, the KV transferred between them (xPyD); each "
+        "pool's tp/ep replace the deployment's for its engines")
 
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> DeploymentSpec:
@@ -315,12 +374,27 @@ def _too_big(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, weights: float, 
 
 
 # -- does it fit -------------------------------------------------------------------------------------------------
+def pool_deployment(dep: DeploymentSpec, pool: PoolSpec) -> DeploymentSpec:
+    """The deployment one engine of a disaggregated pool runs: the pool's tp and ep, no pools of its own."""
+    return dep.model_copy(update={"tp": pool.tp, "ep": pool.ep, "disaggregation": None})
+
+
 def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec | None, free_hbm_gib: float | None,
                serving: bool, max_num_batched_tokens: int, max_num_seqs: int) -> None:
     """Raise DeploymentError (a ValueError: a validation error of the scenario) if the deployment cannot run."""
     if dep is not None:
         if runtime != "vllm":
             raise DeploymentError("a deployment shards the real model: it needs runtime vllm")
+        if dep.disaggregation is not None:
+            if not serving:
+                raise DeploymentError("deployment.disaggregation serves a workload: give workload (many requests)")
+            for name in ("prefill", "decode"):  # each pool's engines must fit, the message naming the pool
+                try:
+                    place(model, gpu, pool_deployment(dep, getattr(dep.disaggregation, name)),
+                          max_num_batched_tokens, max_num_seqs)
+                except DeploymentError as e:
+                    raise DeploymentError(f"deployment.disaggregation.{name}: {e}") from None
+            return
         place(model, gpu, dep, max_num_batched_tokens, max_num_seqs)
     check_free_hbm(model, gpu, runtime, dep, free_hbm_gib, serving)
 

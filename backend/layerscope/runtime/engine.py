@@ -20,6 +20,7 @@ from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
+from layerscope.runtime.disagg import serve_disaggregated
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
@@ -51,6 +52,8 @@ def simulate(spec: ScenarioSpec, progress: Progress | None = None, check: Check 
 def _run(spec: ScenarioSpec, progress: Progress | None, check: Check | None, summary_only: bool) -> SimResult:
     if spec.workload is None:
         return _one_request(spec, progress, check)
+    if spec.deployment is not None and spec.deployment.disaggregation is not None:  # xPyD pools (issue 21)
+        return serve_disaggregated(spec, progress, check, summary_only)
     return _serve(spec, progress, check, summary_only)
 
 

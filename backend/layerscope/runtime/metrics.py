@@ -85,6 +85,8 @@ class ServingMetrics:
                     self.finished(e.request_id, e.t_us)
                 elif what == "rejected":
                     self.rejected(e.request_id)
+                elif what == "transfer_done":  # disaggregated: the first token reaches the client with the KV
+                    self.token_us[e.request_id].append(e.t_us)
         return self
 
     def finished_requests(self) -> list[_Req]:
