@@ -57,7 +57,8 @@ class PoolSpec(Strict):
     --disaggregation-mode prefill|decode workers, vLLM's kv_producer / kv_consumer instances)."""
 
     instances: int = Field(1, ge=1, le=16, description="engines in the pool (x of xPyD)")
-    tp: int = Field(8, ge=1, le=8, description="tensor parallel size of each engine of the pool")
+    tp: int = Field(4, ge=1, le=8, description="tensor parallel size of each engine of the pool (4: 1P1D fills "
+                    "a node of 8)")
     dp: int = Field(1, ge=1, le=1, description="data parallel attention ranks of each engine (1: dp is not "
                     "simulated inside a pool yet)")
     ep: int = Field(1, ge=1, le=8, description="expert parallel size of each engine (divides tp)")
@@ -111,6 +112,8 @@ class DeploymentSpec(Strict):
 
     MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
     One node of up to 8 GPUs (the measured collectives go to 8)."""
+
+    omit_when_null = ("disaggregation",)
 
     tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
     ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")

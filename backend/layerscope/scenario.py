@@ -289,6 +289,8 @@ class CompareSpec(Strict):
 
 
 class ScenarioSpec(Strict):
+    omit_when_null = ("goodput",)
+
     name: str = Field("custom", description="slug, lower-case letters, digits and dashes")
     title: str = Field("Custom scenario", max_length=120)
     description: str = Field("", max_length=4000)

@@ -46,3 +46,24 @@ def test_topology_of_a_deployment_shows_its_collectives(capsys: pytest.CaptureFi
         nodes = {n["id"]: n for n in topo[phase]["nodes"]}
         assert nodes["attn_all_reduce"]["kernels"] == ["all_reduce"]
         assert nodes["moe_all_reduce"]["kind"] == "collective" and nodes["moe_all_reduce"]["bound"] == "latency"
+
+
+def test_plan_request_rate_sizes_a_small_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    """--request-rate: each candidate simulated at the rate; the answer is the fewest GPUs meeting the SLOs, and a
+    TTFT SLO too tight for any leaves none; candidates over --max-gpus are left out, refusals kept."""
+    small = ["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "24", "--random-input-len", "512",
+             "--random-output-len", "16", "--tps", "2,4", "--splits", "1P1D", "--json"]
+    assert main([*small, "--slo", "ttft:5000,tpot:200"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["candidate"]: r for r in out["candidates"]}
+    assert set(rows) == {"colocated tp2", "colocated tp4", "1P1D tp2", "1P1D tp4"}
+    assert "weights need" in rows["colocated tp2"]["error"] and not rows["colocated tp2"]["meets_slo"]
+    assert rows["1P1D tp4"]["num_gpus"] == 8 and rows["colocated tp4"]["num_gpus"] == 4
+    assert out["best"] == "colocated tp4"  # 4 GPUs meet these loose SLOs
+    for r in rows.values():
+        if "error" not in r:
+            assert r["goodput_per_gpu"] == pytest.approx(r["request_goodput"] / r["num_gpus"], abs=1e-4)
+    assert main([*small, "--slo", "ttft:1"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] is None
+    assert main(["plan", "--request-rate", "4", "--slo", "itl:3"]) == 2
+    assert "--slo" in capsys.readouterr().err

@@ -8,7 +8,9 @@ import json
 from layerscope.deployment import MAX_NUM_SEQS, DeploymentSpec, Placement, place, shard
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
-from layerscope.scenario import format_validation_error
+from layerscope.runtime.goodput import parse_goodput
+from layerscope.scenario import ScenarioSpec, format_validation_error
+from layerscope.sizing import ATTAINMENT, candidates, parse_splits, size
 
 HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
 
@@ -26,6 +28,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-num-seqs", type=int, default=MAX_NUM_SEQS, help="the sampler's profile run")
     p.add_argument("--no-cuda-graphs", action="store_true", help="vLLM --enforce-eager: no graph pool")
     p.add_argument("--json", action="store_true", help="print JSON instead of the log lines")
+    # issue 21: sizing for a request rate under SLOs
+    p.add_argument("--request-rate", type=float, default=None, metavar="R",
+                   help="size for R requests/s (Poisson): simulate each candidate of the grid, report goodput per GPU "
+                   "and the fewest GPUs meeting --slo")
+    p.add_argument("--slo", default="ttft:2000,tpot:100", metavar="KEY:MS,...",
+                   help="SLOs in ms (ttft, tpot, e2el) for --request-rate (default ttft:2000,tpot:100)")
+    p.add_argument("--tps", default="4,8", help="tensor parallel sizes of the grid (--request-rate)")
+    p.add_argument("--splits", default="1P1D,1P2D,2P1D", help="xPyD splits of the grid (--request-rate)")
+    p.add_argument("--max-gpus", type=int, default=8, help="largest deployment of the grid (--request-rate)")
+    p.add_argument("--link", choices=("nvlink", "rdma"), default=None,
+                   help="the splits' KV link (default: nvlink up to 8 GPUs, else rdma)")
+    p.add_argument("--random-input-len", type=int, default=1024, help="prompt tokens (--request-rate)")
+    p.add_argument("--random-output-len", type=int, default=128, help="output tokens (--request-rate)")
+    p.add_argument("--num-prompts", type=int, default=200, help="requests simulated per candidate (--request-rate)")
+    p.add_argument("--attainment", type=float, default=ATTAINMENT,
+                   help=f"%% of requests that must meet every SLO (default {ATTAINMENT:g}, DistServe's)")
 
 
 def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
@@ -67,6 +85,8 @@ def plan(args: argparse.Namespace) -> tuple[DeploymentSpec, Placement, dict]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.request_rate is not None:
+        return _size(args)
     dep, p, out = plan(args)
     if args.json:
         print(json.dumps(out, indent=2))
@@ -86,4 +106,38 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     print(f"(KV cache: {p.kv_bytes_per_token:,.0f} bytes per token per GPU over {p.kv_blocks:,} blocks of 16; "
           "constants and their sources: runtime/deployment.py)")
+    return 0
+
+
+def _size(args: argparse.Namespace) -> int:
+    """--request-rate: the grid's candidates at that rate, the fewest GPUs meeting the SLOs."""
+    if not args.request_rate > 0 or args.request_rate == float("inf"):
+        raise ValueError(f"--request-rate {args.request_rate}: a finite rate > 0 requests/s")
+    if not 0 < args.attainment <= 100 or not 1 <= args.max_gpus <= 64 or not 1 <= args.num_prompts <= 2000:
+        raise ValueError("--attainment must be in (0, 100], --max-gpus 1..64, --num-prompts 1..2000")
+    slos = parse_goodput([args.slo], "--slo")
+    try:
+        tps = [int(t) for t in args.tps.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--tps {args.tps!r}: comma-separated integers") from None
+    link = args.link or ("nvlink" if args.max_gpus <= 8 else "rdma")
+    grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link)
+    base = ScenarioSpec(name="plan", model=args.model, gpu=args.gpu, runtime="vllm",
+                        deployment={"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
+                        workload={"num_requests": args.num_prompts, "input_len": args.random_input_len,
+                                  "output_len": args.random_output_len})
+    out = size(base, args.request_rate, slos, grid, args.attainment)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{args.model} on {args.gpu} at {args.request_rate:g} req/s, SLO {args.slo} met by >= {args.attainment:g}% "
+          "of requests (goodput: vllm bench serve's request_goodput)")
+    print(f"{'candidate':<16} {'GPUs':>5} {'goodput req/s':>14} {'per GPU':>9} {'SLO met %':>10}  meets")
+    for r in out["candidates"]:
+        if "error" in r:
+            print(f"{r['candidate']:<16} {r['num_gpus']:>5}  refused: {r['error']}")
+            continue
+        print(f"{r['candidate']:<16} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
+              f"{r['slo_attainment_pct']:>10.1f}  {'yes' if r['meets_slo'] else 'no'}")
+    print(f"fewest GPUs meeting the SLOs: {out['best'] or 'none of the grid'}")
     return 0

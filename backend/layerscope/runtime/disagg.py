@@ -75,6 +75,7 @@ class PrefillInstance(ServingInstance):
         self.scheduler = PrefillScheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs,
                                           lim.long_prefill_token_threshold, spec.scheduler.enable_chunked_prefill)
         self.stalled = False  # nothing fits beside the blocks held for transfers: waits for one to end
+        self.stalls = 0
         self.held = 0
         self.max_held = 0
         self.last_step_start = 0.0
@@ -86,6 +87,7 @@ class PrefillInstance(ServingInstance):
         out = self.scheduler.schedule()
         if not out.num_seqs:  # back-pressure: the held blocks leave no room for a waiting prompt
             self.stalled = True
+            self.stalls += 1
             return t, 0
         self.last_step_start = t
         return self.run_scheduled(out, t)
@@ -222,6 +224,8 @@ class DisaggLoop(Loop):
                 nxt = self.client.next_send_us()
                 if i < x and not self.prefills[i].stalled and nxt is not None:
                     self._push(heap, nxt, i)
+                elif i >= x and self.decodes[i - x].inbox and self.decodes[i - x].inbox[0].ready_us > t:
+                    self._push(heap, self.decodes[i - x].inbox[0].ready_us, i)  # a prefill ends later
                 continue
             t_end, finished = inst.step(t)
             self.end_us[i] = t_end
@@ -373,6 +377,7 @@ def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: l
         "mean_kv_wait_ms": _ms(wait, None),
         "p99_kv_wait_ms": _ms(wait, 99.0),
         "max_prefill_held_requests": max(p.max_held for p in prefills),
+        "prefill_stalls": sum(p.stalls for p in prefills),
     }
     for name, pool in (("prefill", prefills), ("decode", decodes)):
         layer = [x for inst in pool for x in inst.stats.layer_us]
