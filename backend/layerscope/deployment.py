@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from layerscope.hardware.gpus import GPU, GiB
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
@@ -45,6 +45,8 @@ NON_TORCH_GIB = {1: 1.79, 2: 3.58}
 CUDA_GRAPH_GIB = 0.5
 SAMPLER_FP32_COPIES = 3  # logits, softmax probabilities, the top-k/top-p sort: fp32 [max_num_seqs, vocab] each
 ACT = 2.0  # bf16 activations
+GPUS_PER_NODE = 8  # one HGX/DGX node: 8 GPUs on one NVLink switch (the measured collectives go to 8)
+RouterName = Literal["round_robin", "least_outstanding_requests", "prefix_cache_aware"]
 
 
 class DeploymentError(ValueError):
@@ -144,11 +146,65 @@ class DeploymentSpec(Strict):
         None, description="prefill and decode on separate pools, the KV transferred between them (xPyD); each "
         "pool's tp/ep replace the deployment's for its engines")
 
+    # -- issue 20, replicas and a router: engines of this shape side by side, a router in front (runtime/router.py)
+    replicas: int = Field(
+        1, ge=1, le=64, description="engines of this shape on the node(s), each on its own GPU group with its own "
+        "KV cache and scheduler (as N `vllm serve` processes behind a router)"
+    )
+    router: RouterName = Field(
+        "round_robin", description="how the router in front of the replicas picks one for a request (runtime/router.py)"
+    )
+
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> DeploymentSpec:
         if self.tp % self.ep:
             raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
         return self
+
+    # fields of newer deployments left out of a dump while at their default, so a recording of a deployment that does
+    # not use them (its `run` line, the event digests) stays byte for byte what it was before they existed
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router")
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        for name in self.OMITTED_AT_DEFAULT:
+            if name in out and getattr(self, name) == type(self).model_fields[name].default:
+                del out[name]
+        return out
+
+    @model_validator(mode="after")
+    def _replicas_fit(self) -> DeploymentSpec:
+        need, have = self.replicas * self.gpus_per_replica, self.gpus_available
+        if need > have:
+            raise ValueError(
+                f"replicas={self.replicas} x {self.gpus_per_replica} GPUs each (tp={self.tp}"
+                f"{f' x dp={self.dp_size}' if self.dp_size > 1 else ''}) need {need} GPUs; "
+                f"the deployment has {have} ({self.num_nodes} node(s) of {GPUS_PER_NODE}): lower replicas or tp"
+            )
+        return self
+
+    @property
+    def dp_size(self) -> int:
+        """Attention data-parallel ranks of one engine (issue 20's dp field, where the spec has it)."""
+        return int(getattr(self, "dp", 1))
+
+    @property
+    def num_nodes(self) -> int:
+        return int(getattr(self, "nodes", 1))  # issue 20's nodes field, where the spec has it
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.dp_size
+
+    @property
+    def gpus_available(self) -> int:
+        return GPUS_PER_NODE * self.num_nodes
+
+    def replica_gpus(self, replica: int) -> list[int]:
+        """The GPUs (node-major global ids) replica `replica` runs on: consecutive groups of gpus_per_replica."""
+        n = self.gpus_per_replica
+        return list(range(replica * n, (replica + 1) * n))
 
     @property
     def moe_tp(self) -> int:
@@ -388,7 +444,13 @@ def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec |
     if dep is not None:
         if runtime != "vllm":
             raise DeploymentError("a deployment shards the real model: it needs runtime vllm")
+        if dep.replicas > 1 and not serving:
+            raise DeploymentError(f"field 'deployment.replicas': {dep.replicas} replicas serve a workload; the "
+                                  "one-request shorthand (prompt_len, decode_steps) runs on one engine")
         if dep.disaggregation is not None:
+            if dep.replicas > 1:
+                raise DeploymentError("field 'deployment.replicas': a disaggregated deployment's engines are its "
+                                      "pools' (disaggregation.prefill/decode.instances); leave replicas at 1")
             if not serving:
                 raise DeploymentError("deployment.disaggregation serves a workload: give workload (many requests)")
             for name in ("prefill", "decode"):  # each pool's engines must fit, the message naming the pool

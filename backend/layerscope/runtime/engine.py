@@ -1,11 +1,13 @@
 """Scenario -> typed, time-ordered event stream: `simulate` builds a run's instances and its loop.
 
-    spec ─▶ instances (runtime/instance.py: one engine on one GPU group each)
+    spec ─▶ instances (runtime/instance.py: one engine on one GPU group each; runtime/replicas.py: the
+            deployment's replicas and the router in front of them)
          ─▶ Loop (runtime/loop.py): the client's arrivals ─▶ route ─▶ an instance; each instance's next step, in time
             order ─▶ Instance.step(t) ─▶ events (runtime/recorder.py)
          ─▶ the events sorted by time, the summary (runtime/summary.py) ─▶ SimResult (layerscope/result.py)
 
-A workload (a serving run) is one ServingInstance fed by the workload's client, on the whole model's clock; the
+A workload (a serving run) is deployment.replicas ServingInstances (one without a deployment) fed by the workload's
+client through the deployment's router, on the whole model's clock; the
 one-request shorthand (prompt_len, decode_steps) is one RequestInstance with its single request, on one decoder
 layer's clock. Same spec and seed -> the same events, byte for byte: all randomness comes from numpy Generators
 seeded from spec.seed, and nothing depends on wall time.
@@ -24,11 +26,11 @@ from layerscope.runtime.disagg import serve_disaggregated
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
-from layerscope.runtime.metrics import ServingMetrics, serving_metrics
+from layerscope.runtime.metrics import merged, serving_metrics
 from layerscope.runtime.recorder import Recorder
+from layerscope.runtime.replicas import build_instances, replica_metrics
 from layerscope.runtime.request_run import RequestInstance
-from layerscope.runtime.serving import ServingInstance
-from layerscope.runtime.summary import request_summary, serving_summary
+from layerscope.runtime.summary import replicas_summary, request_summary, serving_summary
 from layerscope.runtime.workload import make_requests
 from layerscope.scenario import ScenarioSpec
 
@@ -69,26 +71,30 @@ def _one_request(spec: ScenarioSpec, progress: Progress | None, check: Check | N
 
 
 def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, summary_only: bool) -> SimResult:
-    """A workload's run: its client and one serving instance (a second is one more instance and a route)."""
+    """A workload's run: its client, the deployment's serving instances (runtime/replicas.py) and its route."""
     assert spec.workload is not None
     events: list[Any] | None = None if summary_only else []
-    metrics = ServingMetrics() if summary_only else None
-    instance = ServingInstance(spec, Recorder(events, instance=0, metrics=metrics))
-    requests = make_requests(spec.workload, instance.model.vocab_size)
-    instance.expect(requests)
-    loop = Loop([instance], Client(requests, spec.workload.max_concurrency), progress=progress, check=check,
+    instances, route = build_instances(spec, events)
+    first = instances[0]
+    requests = make_requests(spec.workload, first.model.vocab_size)
+    for instance in instances:
+        instance.expect(requests)
+    loop = Loop(instances, Client(requests, spec.workload.max_concurrency), route, progress=progress, check=check,
                 events=events)
     loop.run()
     t = max(loop.end_us)
+    if events is not None:
+        events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
+    figures = serving_metrics(events, spec.goodput) if events is not None else \
+        merged([inst.metrics for inst in instances if inst.metrics is not None]).figures(spec.goodput)
+    summary = serving_summary(instances, figures, requests)
+    if len(instances) > 1:
+        summary.update(replicas_summary(instances, replica_metrics(instances, events), route))
     if events is None:
-        assert metrics is not None
-        summary = serving_summary([instance], metrics.figures(spec.goodput), requests)
-        return _result(spec, instance, [SummaryEvent(t_us=t, figures=summary)], summary)
-    events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
-    summary = serving_summary([instance], serving_metrics(events, spec.goodput), requests)
+        return _result(spec, first, [SummaryEvent(t_us=t, figures=summary)], summary)
     events.append(SummaryEvent(t_us=t, figures=summary))
     _promote_to_oldest_generation()
-    return _result(spec, instance, events, summary)
+    return _result(spec, first, events, summary)
 
 
 def _result(spec: ScenarioSpec, instance: Instance, events: list[Any],

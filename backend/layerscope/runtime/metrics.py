@@ -156,6 +156,20 @@ def serving_metrics(events: Iterable[Any], slos: dict[str, float] | None = None)
     return ServingMetrics().feed(events).figures(slos)
 
 
+def merged(parts: list[ServingMetrics]) -> ServingMetrics:
+    """Several instances' replays as one (a deployment's replicas, each fed its own requests), by request id."""
+    if len(parts) == 1:
+        return parts[0]
+    out = ServingMetrics()
+    reqs = {rid: r for m in parts for rid, r in m.reqs.items()}
+    for rid in sorted(reqs):
+        out.reqs[rid] = reqs[rid]
+        out.token_us[rid] = reqs[rid].token_us
+    out.preemptions = sum(m.preemptions for m in parts)
+    out.failed = sum(m.failed for m in parts)
+    return out
+
+
 def _stat(values: list[float] | np.ndarray, q: float | None) -> float:
     if len(values) == 0:
         return 0.0

@@ -109,7 +109,9 @@ def _shares(phase: str, costs: list[KernelCost]) -> dict[str, float]:
 def serving_summary(instances: list[ServingInstance], metrics: dict[str, float | int],
                     requests: list[Request]) -> dict[str, float | int | bool | str]:
     """A serving run's figures: the client's metrics (metrics.py), then the engine's, over its instances (counts
-    summed, maxima taken; the prefix-cache hit rate is each instance's, averaged)."""
+    summed, maxima taken; the prefix-cache hit rate is the instances' hits over their queries)."""
+    queries = sum(inst.cache.stats.queries for inst in instances)
+    hits = sum(inst.cache.stats.hits for inst in instances)
     first, spec = instances[0], instances[0].spec
     layer_us = [x for inst in instances for x in inst.stats.layer_us]
     layer = np.asarray(layer_us) if layer_us else np.zeros(1)
@@ -125,10 +127,10 @@ def serving_summary(instances: list[ServingInstance], metrics: dict[str, float |
     out.update(metrics)
     out.update(first.frontend.summary([r.input_len for r in requests]))
     out.update({
-        "prefix_cache_hit_rate": round(sum(inst.cache.hit_rate for inst in instances) / len(instances), 4),
         # vLLM's counters (vllm:prefix_cache_queries / vllm:prefix_cache_hits): tokens of never-preempted admissions
-        "prefix_cache_queries": sum(inst.cache.stats.queries for inst in instances),
-        "prefix_cache_hits": sum(inst.cache.stats.hits for inst in instances),
+        "prefix_cache_hit_rate": round(hits / queries, 4) if queries else 0.0,
+        "prefix_cache_queries": queries,
+        "prefix_cache_hits": hits,
         "num_steps": sum(inst.num_steps for inst in instances),
         "max_step_tokens": max(st.max_step_tokens for st in stats),
         "max_step_seqs": max(st.max_step_seqs for st in stats),
@@ -141,4 +143,31 @@ def serving_summary(instances: list[ServingInstance], metrics: dict[str, float |
         "max_rel_error": float(f"{max(st.max_rel_error for st in stats):.3g}"),
     })
     out.update(deployment_summary(spec, first.placement))
+    return out
+
+
+REPLICA_FIGURES = ("completed", "failed", "total_output_tokens", "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                   "p99_tpot_ms", "mean_e2el_ms", "num_preemptions")  # of each replica's `vllm bench serve` figures
+
+
+def replicas_summary(instances: list[ServingInstance], metrics: list[dict[str, float | int]],
+                     route: object) -> dict[str, float | int | bool | str]:
+    """A deployment of several replicas: each one's figures as replica<i>_<figure> (the serving figures' names, as
+    vLLM labels its metrics per engine), and the router's counts (runtime/router.py)."""
+    dep = instances[0].spec.deployment
+    assert dep is not None
+    out: dict[str, float | int | bool | str] = {"replicas": len(instances), "router": dep.router}
+    for i, (inst, figures) in enumerate(zip(instances, metrics, strict=True)):
+        stats = inst.cache.stats
+        out.update({f"replica{i}_{k}": figures[k] for k in REPLICA_FIGURES})
+        out.update({
+            f"replica{i}_prefix_cache_hit_rate": round(inst.cache.hit_rate, 4),
+            f"replica{i}_prefix_cache_queries": stats.queries,
+            f"replica{i}_prefix_cache_hits": stats.hits,
+            f"replica{i}_num_steps": inst.num_steps,
+            f"replica{i}_gpus": ",".join(str(g) for g in dep.replica_gpus(i)),
+        })
+    for name in ("cache_routed", "balance_routed"):  # prefix_cache_aware's: matched a tree / sent to the emptiest
+        if hasattr(route, name):
+            out[f"router_{name}"] = getattr(route, name)
     return out
