@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from layerscope.hardware.gpus import GPU, GiB
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
@@ -76,8 +76,6 @@ class PoolSpec(Strict):
         return self.instances * self.tp * self.dp
 
 
-GPUS_PER_NODE = 8  # an HGX/DGX node: NVLink joins its 8 GPUs; between nodes the KV goes over RDMA
-
 
 class DisaggregationSpec(Strict):
     """Prefill and decode on separate pools (xPyD), the KV cache sent from one to the other after prefill."""
@@ -114,8 +112,6 @@ class DeploymentSpec(Strict):
 
     MoE tensor parallelism is tp / ep, as SGLang's --tp/--ep: ep = tp is vLLM's --enable-expert-parallel.
     One node of up to 8 GPUs (the measured collectives go to 8)."""
-
-    omit_when_null = ("disaggregation",)
 
     tp: int = Field(1, ge=1, le=8, description="tensor parallel size: GPUs sharing attention and dense parts")
     ep: int = Field(1, ge=1, le=8, description="expert parallel size (divides tp); MoE tensor parallel is tp / ep")
@@ -154,6 +150,8 @@ class DeploymentSpec(Strict):
     router: RouterName = Field(
         "round_robin", description="how the router in front of the replicas picks one for a request (runtime/router.py)"
     )
+    # issue 20's nodes (the dpep part names it); the least issue 21's two-node-1p3d needs: nodes of 8 GPUs
+    nodes: int = Field(1, ge=1, le=16, description="nodes of 8 GPUs the deployment spans (replicas, pools)")
 
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> DeploymentSpec:
@@ -161,17 +159,19 @@ class DeploymentSpec(Strict):
             raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
         return self
 
-    # fields of newer deployments left out of a dump while at their default, so a recording of a deployment that does
-    # not use them (its `run` line, the event digests) stays byte for byte what it was before they existed
-    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router")
+    # fields of newer deployments left out of a dump while at their default (Strict._omit_unused), so a recording of
+    # a deployment that does not use them (its `run` line, the event digests) stays byte for byte what it was
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router", "nodes", "disaggregation")
 
-    @model_serializer(mode="wrap")
-    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        for name in self.OMITTED_AT_DEFAULT:
-            if name in out and getattr(self, name) == type(self).model_fields[name].default:
-                del out[name]
-        return out
+    @model_validator(mode="after")
+    def _pools_fit(self) -> DeploymentSpec:
+        dis = self.disaggregation
+        if dis is not None and dis.num_gpus > self.gpus_available:
+            raise ValueError(
+                f"{dis.prefill.instances}P{dis.decode.instances}D needs {dis.num_gpus} GPUs (prefill "
+                f"{dis.prefill.instances} x tp {dis.prefill.tp}, decode {dis.decode.instances} x tp {dis.decode.tp}); "
+                f"the deployment has {self.gpus_available} ({self.num_nodes} node(s) of {GPUS_PER_NODE}): raise nodes")
+        return self
 
     @model_validator(mode="after")
     def _replicas_fit(self) -> DeploymentSpec:

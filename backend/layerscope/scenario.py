@@ -289,7 +289,7 @@ class CompareSpec(Strict):
 
 
 class ScenarioSpec(Strict):
-    omit_when_null = ("goodput",)
+    OMITTED_AT_DEFAULT = ("goodput",)
 
     name: str = Field("custom", description="slug, lower-case letters, digits and dashes")
     title: str = Field("Custom scenario", max_length=120)

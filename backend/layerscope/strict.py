@@ -14,15 +14,15 @@ class Strict(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
-    # Fields added after recordings were made: left out of a dump while null, so that a spec that does not use
-    # them dumps (and its run records) byte for byte as before (bench/event_digests.py).
-    omit_when_null: ClassVar[tuple[str, ...]] = ()
+    # Fields added after recordings were made: left out of a dump while at their default, so that a spec that does
+    # not use them dumps (and its run records) byte for byte as before (bench/event_digests.py).
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ()
 
     @model_serializer(mode="wrap")
-    def _omit_null_new_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for name in self.omit_when_null:
-                if data.get(name, 0) is None:
-                    del data[name]
-        return data
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> Any:
+        out = handler(self)
+        if isinstance(out, dict):
+            for name in self.OMITTED_AT_DEFAULT:
+                if name in out and getattr(self, name) == type(self).model_fields[name].default:
+                    del out[name]
+        return out

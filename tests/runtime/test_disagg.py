@@ -87,3 +87,10 @@ def test_streaming_overlaps_the_transfer_with_prefill() -> None:
     plain = simulate(_spec(base), summary_only=True).summary
     streamed = simulate(_spec(base, dis={"streaming": True}), summary_only=True).summary
     assert streamed["mean_ttft_ms"] < plain["mean_ttft_ms"]
+
+
+def test_a_client_at_max_concurrency_gets_every_request_served() -> None:
+    """Slots free on the decode engine: the idle prefill engine is woken for the next send."""
+    spec = _spec({"num_requests": 30, "input_len": 200, "output_len": 30, "max_concurrency": 4})
+    s = simulate(spec, summary_only=True).summary
+    assert s["completed"] == 30 and s["kv_transfers"] == 30

@@ -237,9 +237,19 @@ class DisaggLoop(Loop):
                     self._handoff(i, req, p.last_step_start if self.dis.streaming else t_end, t_end, heap)
             else:
                 self._allocate(i - x, t_end, heap)
+                if finished:  # client slots came free: idle prefill engines take the next sends
+                    self._wake_idle_prefills(heap)
             self._tick()
         for i, inst in enumerate(self.instances):
             inst.finish(self.end_us[i])
+
+    def _wake_idle_prefills(self, heap: list[tuple[float, int]]) -> None:
+        nxt = self.client.next_send_us() if self.client is not None else None
+        if nxt is None:
+            return
+        for i, p in enumerate(self.prefills):
+            if self._at[i] is None and not p.stalled:
+                self._push(heap, max(nxt, self.end_us[i]), i)
 
     def _wake(self, heap: list[tuple[float, int]], t: float, i: int) -> None:
         """An engine with no entry on the heap is woken at t (not before its last step ended)."""
@@ -356,7 +366,7 @@ def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: l
     dis = spec.deployment.disaggregation
     recs = [r for r in loop.records.values() if r.done_us > 0]
     transfer = [r.done_us - r.start_us for r in recs]
-    wait = [r.start_us - r.prefill_end_us for r in recs]
+    wait = [max(0.0, r.start_us - r.prefill_end_us) for r in recs]  # streaming allocates before the end
     out: dict[str, float | int | str | bool] = {
         "disaggregated": True,
         "num_gpus": dis.num_gpus,

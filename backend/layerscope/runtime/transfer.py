@@ -93,10 +93,13 @@ class Link:
         """When something next happens on the link: a transfer joins or one ends."""
         times = [self.pending[0].join_us] if self.pending else []
         if self.active:
-            share = self.bandwidth / len(self.active)
-            times.append(self.now + min(max(t.remaining / share * 1e6, t.not_before_us - self.now)
-                                        for t in self.active))
+            times.append(min(self._end_us(x) for x in self.active))
         return min(times) if times else None
+
+    def _end_us(self, x: Transfer) -> float:
+        """When x would end if nothing joined or left meanwhile."""
+        share = self.bandwidth / len(self.active)
+        return self.now + max(x.remaining / share * 1e6, x.not_before_us - self.now)
 
     def advance(self, t: float) -> list[Transfer]:
         """Run the link to t; the transfers that ended by t (in the order they ended)."""
@@ -105,14 +108,14 @@ class Link:
             nxt = self.next_event_us()
             if nxt is None or nxt > t + 1e-9:
                 break
+            ending = [x for x in self.active if self._end_us(x) <= nxt + 1e-6]  # before the clock moves: exact
             self._run_to(nxt)
+            for x in ending:
+                x.remaining = 0.0
+                self.active.remove(x)
+            done += ending
             while self.pending and self.pending[0].join_us <= nxt + 1e-9:
                 self.active.append(self.pending.pop(0))
-            ended = [x for x in self.active if x.remaining <= 1e-9 * x.size.lane_bytes + 1e-6
-                     and x.not_before_us <= nxt + 1e-9]
-            for x in ended:
-                self.active.remove(x)
-            done += ended
         self._run_to(max(t, self.now))
         return done
 
