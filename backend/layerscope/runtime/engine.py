@@ -22,11 +22,11 @@ from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
-from layerscope.runtime.disagg import serve_disaggregated
 from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
 from layerscope.runtime.metrics import merged, serving_metrics
+from layerscope.runtime.pd_run import serve_disaggregated
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.replicas import build_instances, replica_metrics
 from layerscope.runtime.request_run import RequestInstance

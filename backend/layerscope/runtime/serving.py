@@ -188,10 +188,6 @@ class ServingInstance(Instance):
     def step(self, t: float) -> tuple[float, int]:
         out = self.scheduler.schedule()
         assert out.num_seqs, "a step with nothing scheduled: every request was checked to fit the pool"
-        return self.run_scheduled(out, t)
-
-    def run_scheduled(self, out: SchedulerOutput, t: float) -> tuple[float, int]:
-        """Run the step the scheduler made (a disaggregated pool's engine may find nothing to schedule first)."""
         self._step_start = t
         t_end = self._run_step(out, t)
         res = self.scheduler.update_from_output(out)
