@@ -122,10 +122,11 @@ def _size(args: argparse.Namespace) -> int:
         raise ValueError(f"--tps {args.tps!r}: comma-separated integers") from None
     link = args.link or ("nvlink" if args.max_gpus <= 8 else "rdma")
     grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link)
-    base = ScenarioSpec(name="plan", model=args.model, gpu=args.gpu, runtime="vllm",
-                        deployment={"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
-                        workload={"num_requests": args.num_prompts, "input_len": args.random_input_len,
-                                  "output_len": args.random_output_len})
+    base = ScenarioSpec.model_validate({
+        "name": "plan", "model": args.model, "gpu": args.gpu, "runtime": "vllm",
+        "deployment": {"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
+        "workload": {"num_requests": args.num_prompts, "input_len": args.random_input_len,
+                     "output_len": args.random_output_len}})
     out = size(base, args.request_rate, slos, grid, args.attainment)
     if args.json:
         print(json.dumps(out, indent=2))

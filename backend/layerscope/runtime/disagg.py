@@ -23,7 +23,7 @@ import bisect
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from layerscope.deployment import DisaggregationSpec
 from layerscope.events import KernelEvent
@@ -117,6 +117,8 @@ class _Arrival:
 class DecodeInstance(ServingInstance):
     def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
         super().__init__(spec, recorder)
+        assert isinstance(self.scheduler, Scheduler), "a deployment runs vLLM's scheduler"
+        self.vllm_scheduler = self.scheduler
         self.inbox: list[_Arrival] = []  # prefilled, waiting for decode blocks (back-pressure lives here)
         self.inflight = 0  # blocks allocated, KV on its way
 
@@ -128,7 +130,7 @@ class DecodeInstance(ServingInstance):
         fewer than max_num_seqs are running or on their way."""
         out = []
         while self.inbox and self.inbox[0].ready_us <= t and \
-                len(self.scheduler.running) + self.inflight < self.limits.max_num_seqs:
+                len(self.vllm_scheduler.running) + self.inflight < self.limits.max_num_seqs:
             a = self.inbox[0]
             if not self._allocate_remote(a.req, t):
                 break
@@ -155,7 +157,7 @@ class DecodeInstance(ServingInstance):
         """The KV is in: the request runs as a decode; its first token reaches the client now."""
         self.inflight -= 1
         req.status = RequestStatus.RUNNING
-        self.scheduler.running.append(req)
+        self.vllm_scheduler.running.append(req)
         if self.metrics is not None:
             req.token_us.append(t)
         else:
@@ -285,7 +287,7 @@ class DisaggLoop(Loop):
     def _link_step(self, k: int, t: float, heap: list[tuple[float, int]]) -> None:
         x = len(self.prefills)
         for tr in self.links[k].advance(t):
-            req, src, j = tr.payload  # type: ignore[misc]
+            req, src, j = cast(tuple[Request, int, int], tr.payload)
             self.prefills[src].release(req, t)
             d = self.decodes[j]
             d.kv_arrived(req, t)

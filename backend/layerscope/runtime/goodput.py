@@ -13,6 +13,7 @@ of completed requests meeting it, in %) and the overall attainment (requests mee
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 SLO_METRICS = ("ttft", "tpot", "e2el")  # vLLM's valid_names in parse_goodput
 
@@ -38,7 +39,7 @@ def parse_goodput(pairs: Sequence[str], flag: str = "--goodput") -> dict[str, fl
     return slos
 
 
-def goodput_figures(per_request: Mapping[str, Sequence[float]], slos: Mapping[str, float],
+def goodput_figures(per_request: Mapping[str, Sequence[float]], slos: Mapping[Any, float],
                     duration_s: float) -> dict[str, float | int]:
     """`per_request`: each metric's value per completed request in ms, aligned (tpot 0 for a one-token request).
     The figures: request_goodput (req/s), good_requests, and each SLO's attainment in %."""

@@ -13,7 +13,7 @@ the arrive event's frontend_us), what a client measures. Percentiles are numpy's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -123,7 +123,7 @@ class ServingMetrics:
                 for r, e, t in zip(done, e2el, ttft, strict=True)]
         return {"ttft": ttft, "tpot": tpot, "e2el": e2el}
 
-    def figures(self, slos: dict[str, float] | None = None) -> dict[str, float | int]:
+    def figures(self, slos: Mapping[Any, float] | None = None) -> dict[str, float | int]:
         """`slos` (ms per metric, --goodput): adds request_goodput and each SLO's attainment."""
         reqs = self.reqs
         done = self.finished_requests()
@@ -152,7 +152,7 @@ class ServingMetrics:
         return out
 
 
-def serving_metrics(events: Iterable[Any], slos: dict[str, float] | None = None) -> dict[str, float | int]:
+def serving_metrics(events: Iterable[Any], slos: Mapping[Any, float] | None = None) -> dict[str, float | int]:
     return ServingMetrics().feed(events).figures(slos)
 
 
