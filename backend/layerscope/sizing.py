@@ -83,3 +83,24 @@ def parse_splits(text: str) -> list[tuple[int, int]]:
             raise ValueError(f"--splits {item!r}: expected xPyD, e.g. 1P1D,1P2D")
         out.append((int(p), int(d)))
     return out
+
+
+def break_even(base: ScenarioSpec, slos: dict[str, float], pair: tuple[Candidate, Candidate],
+               input_lens: list[int], rates: list[float]) -> dict[str, Any]:
+    """Over input length x request rate: each of two deployments' goodput per GPU, the winner and its margin
+    (winner's goodput per GPU / the other's - 1; None when the other's is 0). The sweep panel's break-even view."""
+    if len(input_lens) * len(rates) * 2 > MAX_CANDIDATES:
+        raise ValueError(f"{len(input_lens)} input lengths x {len(rates)} rates x 2 deployments: over "
+                         f"{MAX_CANDIDATES} runs")
+    cells = []
+    for n in input_lens:
+        for rate in rates:
+            spec = base.with_overrides({"workload.input_len": n})
+            rows = size(spec, rate, slos, list(pair))["candidates"]
+            per_gpu = [r.get("goodput_per_gpu") or 0.0 for r in rows]
+            win = 0 if per_gpu[0] >= per_gpu[1] else 1
+            lose = per_gpu[1 - win]
+            cells.append({"input_len": n, "request_rate": rate, "goodput_per_gpu": dict(zip(
+                [c.label for c in pair], per_gpu, strict=True)), "winner": pair[win].label,
+                "margin": round(per_gpu[win] / lose - 1.0, 4) if lose > 0 else None})
+    return {"slo": slos, "deployments": [c.label for c in pair], "cells": cells}

@@ -67,3 +67,17 @@ def test_plan_request_rate_sizes_a_small_grid(capsys: pytest.CaptureFixture[str]
     assert json.loads(capsys.readouterr().out)["best"] is None
     assert main(["plan", "--request-rate", "4", "--slo", "itl:3"]) == 2
     assert "--slo" in capsys.readouterr().err
+
+
+def test_plan_break_even_names_the_winner_and_its_margin(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "12", "--random-output-len", "16",
+            "--tps", "4", "--splits", "1P1D", "--slo", "ttft:5000,tpot:200", "--break-even",
+            "colocated tp4;1P1D tp4", "--input-lens", "256,2048", "--request-rates", "2", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(c["input_len"], c["request_rate"]) for c in out["cells"]] == [(256, 2.0), (2048, 2.0)]
+    for c in out["cells"]:
+        a, b = c["goodput_per_gpu"]["colocated tp4"], c["goodput_per_gpu"]["1P1D tp4"]
+        assert c["winner"] == ("colocated tp4" if a >= b else "1P1D tp4")
+        assert c["margin"] == pytest.approx(max(a, b) / min(a, b) - 1, abs=1e-3)
+    assert main([*args[:-1], "--break-even", "colocated tp4;nope"]) == 2

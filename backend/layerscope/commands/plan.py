@@ -10,7 +10,7 @@ from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
 from layerscope.runtime.goodput import parse_goodput
 from layerscope.scenario import ScenarioSpec, format_validation_error
-from layerscope.sizing import ATTAINMENT, candidates, parse_splits, size
+from layerscope.sizing import ATTAINMENT, Candidate, break_even, candidates, parse_splits, size
 
 HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
 
@@ -42,6 +42,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--random-input-len", type=int, default=1024, help="prompt tokens (--request-rate)")
     p.add_argument("--random-output-len", type=int, default=128, help="output tokens (--request-rate)")
     p.add_argument("--num-prompts", type=int, default=200, help="requests simulated per candidate (--request-rate)")
+    p.add_argument("--break-even", default=None, metavar="A;B",
+                   help="with --request-rate's SLOs: two grid candidates, e.g. 'colocated tp8;1P1D tp4', compared "
+                   "over --input-lens x --request-rates (goodput per GPU, the winner and its margin)")
+    p.add_argument("--input-lens", default="1000,4000", help="prompt lengths of --break-even")
+    p.add_argument("--request-rates", default="2,4,8", help="request rates of --break-even (req/s)")
     p.add_argument("--attainment", type=float, default=ATTAINMENT,
                    help=f"%% of requests that must meet every SLO (default {ATTAINMENT:g}, DistServe's)")
 
@@ -127,6 +132,8 @@ def _size(args: argparse.Namespace) -> int:
         "deployment": {"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
         "workload": {"num_requests": args.num_prompts, "input_len": args.random_input_len,
                      "output_len": args.random_output_len}})
+    if args.break_even is not None:
+        return _break_even(args, base, slos, grid)
     out = size(base, args.request_rate, slos, grid, args.attainment)
     if args.json:
         print(json.dumps(out, indent=2))
@@ -141,4 +148,26 @@ def _size(args: argparse.Namespace) -> int:
         print(f"{r['candidate']:<16} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
               f"{r['slo_attainment_pct']:>10.1f}  {'yes' if r['meets_slo'] else 'no'}")
     print(f"fewest GPUs meeting the SLOs: {out['best'] or 'none of the grid'}")
+    return 0
+
+
+def _break_even(args: argparse.Namespace, base: ScenarioSpec, slos: dict[str, float], grid: list[Candidate]) -> int:
+    by_label = {c.label: c for c in grid}
+    names = [n.strip() for n in args.break_even.split(";")]
+    if len(names) != 2 or any(n not in by_label for n in names):
+        raise ValueError(f"--break-even {args.break_even!r}: two of {', '.join(by_label)}, separated by ';'")
+    try:
+        lens = [int(x) for x in args.input_lens.split(",") if x.strip()]
+        rates = [float(x) for x in args.request_rates.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError("--input-lens and --request-rates: comma-separated numbers") from None
+    out = break_even(base, slos, (by_label[names[0]], by_label[names[1]]), lens, rates)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"goodput per GPU (req/s/GPU) at SLO {args.slo}: {names[0]} vs {names[1]}")
+    for c in out["cells"]:
+        a, b = (c["goodput_per_gpu"][n] for n in names)
+        margin = "-" if c["margin"] is None else f"+{c['margin']:.0%}"
+        print(f"input {c['input_len']:>6}  rate {c['request_rate']:>6g}  {a:>8.4f}  {b:>8.4f}  {c['winner']} {margin}")
     return 0
