@@ -27,6 +27,11 @@ def test_disaggregated_tour_transfer_lane_and_ttft(page: Any, server_url: str, n
     tours.open_preset(page, server_url, name)
     assert page.js(f"{STORE}.main.kernel.some(k => k.stream === 'kv_transfer')")
     assert not page.js(f"{STORE}.runs.find(r => r.role === 'compare').kernel.some(k => k.stream === 'kv_transfer')")
+    lanes = page.js(f"{L}.views.timeline.lanes().map(l => l.name)")
+    decodes = page.js(f"{STORE}.main.summary.decode_instances")
+    assert "A prefill 0 · compute" in lanes and "A decode 0 · kv_transfer" in lanes, lanes  # pools' own lanes
+    assert {f"A decode {j} · compute" for j in range(decodes)} <= set(lanes)
+    assert not any("kv_transfer" in x for x in lanes if x.startswith("B ")), lanes
     n = page.js(f"{STORE}.scenario.workload.num_requests")
     page.wait(f"{L}.serving.lat.ttft.length === {n}", timeout_s=60)  # transfer_done gives each its first token
     tours.walk(page, name)
