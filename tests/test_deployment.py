@@ -59,7 +59,7 @@ def test_eplb_costs_the_redundant_experts_memory() -> None:
     ({"dp": 2, "tp": 3, "ep": 6}, "tp=3 must divide the node size 8"),
     ({"dp": 4, "tp": 2, "ep": 4}, "ep must be 8"),
     ({"dp": 8, "nodes": 2}, "fill whole nodes (dp x tp = 16)"),
-    ({"nodes": 2, "tp": 8}, "nodes=2 with dp=1"),
+    ({"nodes": 2, "tp": 8}, "nodes=2 with one engine of dp=1"),
     ({"tp": 8, "eplb": {"num_redundant_experts": 8}}, "eplb: expert-parallel load balancing needs dp > 1"),
 ])
 def test_layouts_that_cannot_run_are_refused_with_their_figures(fields: dict, message: str) -> None:

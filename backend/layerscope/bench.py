@@ -62,6 +62,10 @@ def result_block(r: dict[str, Any], percentile_metrics: str = "ttft,tpot,itl") -
         _row("Total input tokens:", int(r["total_input_tokens"])),
         _row("Total generated tokens:", int(r["total_output_tokens"])),
         _row("Request throughput (req/s):", float(r["request_throughput"])),
+    ]
+    if r.get("request_goodput") is not None:  # vLLM prints it only with --goodput, right here
+        lines.append(_row("Request goodput (req/s):", float(r["request_goodput"])))
+    lines += [
         _row("Output token throughput (tok/s):", float(r["output_throughput"])),
         _row("Total Token throughput (tok/s):", float(r["total_token_throughput"])),
     ]

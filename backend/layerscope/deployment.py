@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import Field, model_validator
 
 from layerscope.hardware.gpus import GPU, GiB
 from layerscope.model.config import DTYPE_BYTES, ModelConfig
@@ -84,6 +84,60 @@ class DeploymentError(ValueError):
     """A deployment that cannot run: the message says why and what would."""
 
 
+# -- issue 21 (prefill and decode apart): the pools of a disaggregated deployment ---------------------------------
+class PoolSpec(Strict):
+    """One pool of a disaggregated deployment: `instances` engines of tp GPUs each (SGLang's
+    --disaggregation-mode prefill|decode workers, vLLM's kv_producer / kv_consumer instances)."""
+
+    instances: int = Field(1, ge=1, le=16, description="engines in the pool (x of xPyD)")
+    tp: int = Field(4, ge=1, le=8, description="tensor parallel size of each engine of the pool (4: 1P1D fills "
+                    "a node of 8)")
+    dp: int = Field(1, ge=1, le=1, description="data parallel attention ranks of each engine (1: dp is not "
+                    "simulated inside a pool yet)")
+    ep: int = Field(1, ge=1, le=8, description="expert parallel size of each engine (divides tp)")
+
+    @model_validator(mode="after")
+    def _ep_divides_tp(self) -> PoolSpec:
+        if self.tp % self.ep:
+            raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.instances * self.tp * self.dp
+
+
+
+class DisaggregationSpec(Strict):
+    """Prefill and decode on separate pools (xPyD), the KV cache sent from one to the other after prefill."""
+
+    prefill: PoolSpec = Field(default_factory=PoolSpec, description="the prefill pool")
+    decode: PoolSpec = Field(default_factory=PoolSpec, description="the decode pool")
+    link: Literal["nvlink", "rdma"] = Field(
+        "nvlink", description="how the KV travels: NVLink within one node (both pools on its 8 GPUs) or RDMA "
+        "between nodes (one NIC per GPU)")
+    streaming: bool = Field(
+        False, description="send each layer's KV as prefill finishes it (layer-by-layer, Mooncake's and SGLang's "
+        "overlap): only the last layer's share waits for the prefill's end")
+    routing: Literal["round_robin", "least_loaded"] = Field(
+        "round_robin", description="how requests pick a prefill instance and a decode instance (vLLM's disagg "
+        "proxy: round robin; SGLang's router / Dynamo: least loaded)")
+
+    @model_validator(mode="after")
+    def _fits_the_link(self) -> DisaggregationSpec:
+        gpus = self.prefill.num_gpus + self.decode.num_gpus
+        if self.link == "nvlink" and gpus > GPUS_PER_NODE:
+            raise ValueError(
+                f"link nvlink joins the {GPUS_PER_NODE} GPUs of one node; "
+                f"{self.prefill.instances}P{self.decode.instances}D at prefill tp {self.prefill.tp}, "
+                f"decode tp {self.decode.tp} uses {gpus} GPUs: use link rdma or fewer GPUs")
+        return self
+
+    @property
+    def num_gpus(self) -> int:
+        return self.prefill.num_gpus + self.decode.num_gpus
+
+
 class DeploymentSpec(Strict):
     """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).
 
@@ -116,6 +170,10 @@ class DeploymentSpec(Strict):
         "vllm", description="the serving engine imitated: its front of engine (tokenizer, HTTP, SSE; "
         "runtime/frontend_latency.py) and, for sglang, prefill batches launched eagerly (CUDA graphs for decode only)"
     )
+    # issue 21 (prefill and decode apart): xPyD pools; absent: prefill and decode colocated on each engine
+    disaggregation: DisaggregationSpec | None = Field(
+        None, description="prefill and decode on separate pools, the KV transferred between them (xPyD); each "
+        "pool's tp/ep replace the deployment's for its engines")
 
     fused_moe_config: Literal["tuned", "default"] = Field(
         "tuned", description="the Triton fused_moe kernel's tiles: tuned (the engine ships a config file for this GPU "
@@ -163,26 +221,31 @@ class DeploymentSpec(Strict):
         elif self.tp > GPUS_PER_NODE:
             raise ValueError(f"tp={self.tp} spans nodes: tensor parallelism stays within a node of {GPUS_PER_NODE} "
                              "GPUs (use dp for more GPUs)")
-        elif self.nodes > 1:
-            raise ValueError(f"nodes={self.nodes} with dp=1: only data-parallel ranks spread over nodes here "
-                             "(set dp)")
+        elif self.nodes > 1 and self.disaggregation is None and self.replicas == 1:
+            raise ValueError(f"nodes={self.nodes} with one engine of dp=1: only data-parallel ranks, replicas or "
+                             "disaggregated pools spread over nodes (set dp, replicas or disaggregation)")
         if self.eplb is not None and self.dp == 1:
             raise ValueError("eplb: expert-parallel load balancing needs dp > 1 (experts over all ranks)")
         return self
 
-    # fields of newer deployments left out of a dump while at their default, so a recording of a deployment that does
-    # not use them (its `run` line, the event digests) stays byte for byte what it was before they existed
-    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router", "dp", "nodes", "all2all_backend", "eplb")
+    # fields of newer deployments left out of a dump while at their default (Strict._omit_unused), so a recording of
+    # a deployment that does not use them (its `run` line, the event digests) stays byte for byte what it was
+    OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router", "dp", "nodes", "all2all_backend", "eplb",
+                                                     "disaggregation")
 
-    @model_serializer(mode="wrap")
-    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        out: dict[str, Any] = handler(self)
-        for name in self.OMITTED_AT_DEFAULT:
-            if name in out and getattr(self, name) == type(self).model_fields[name].default:
-                del out[name]
+    def _omit_derived(self, out: dict[str, Any]) -> None:
         if self.dp > 1 and "ep" in out:  # derived from dp x tp: a sweep over dp or tp derives it afresh
             del out["ep"]
-        return out
+
+    @model_validator(mode="after")
+    def _pools_fit(self) -> DeploymentSpec:
+        dis = self.disaggregation
+        if dis is not None and dis.num_gpus > self.gpus_available:
+            raise ValueError(
+                f"{dis.prefill.instances}P{dis.decode.instances}D needs {dis.num_gpus} GPUs (prefill "
+                f"{dis.prefill.instances} x tp {dis.prefill.tp}, decode {dis.decode.instances} x tp {dis.decode.tp}); "
+                f"the deployment has {self.gpus_available} ({self.nodes} node(s) of {GPUS_PER_NODE}): raise nodes")
+        return self
 
     @model_validator(mode="after")
     def _replicas_fit(self) -> DeploymentSpec:
@@ -482,6 +545,11 @@ def _too_big(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, weights: float, 
 
 
 # -- does it fit -------------------------------------------------------------------------------------------------
+def pool_deployment(dep: DeploymentSpec, pool: PoolSpec) -> DeploymentSpec:
+    """The deployment one engine of a disaggregated pool runs: the pool's tp and ep, no pools of its own."""
+    return dep.model_copy(update={"tp": pool.tp, "ep": pool.ep, "disaggregation": None})
+
+
 def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec | None, free_hbm_gib: float | None,
                serving: bool, max_num_batched_tokens: int, max_num_seqs: int) -> None:
     """Raise DeploymentError (a ValueError: a validation error of the scenario) if the deployment cannot run."""
@@ -491,6 +559,19 @@ def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec |
         if dep.replicas > 1 and not serving:
             raise DeploymentError(f"field 'deployment.replicas': {dep.replicas} replicas serve a workload; the "
                                   "one-request shorthand (prompt_len, decode_steps) runs on one engine")
+        if dep.disaggregation is not None:
+            if dep.replicas > 1:
+                raise DeploymentError("field 'deployment.replicas': a disaggregated deployment's engines are its "
+                                      "pools' (disaggregation.prefill/decode.instances); leave replicas at 1")
+            if not serving:
+                raise DeploymentError("deployment.disaggregation serves a workload: give workload (many requests)")
+            for name in ("prefill", "decode"):  # each pool's engines must fit, the message naming the pool
+                try:
+                    place(model, gpu, pool_deployment(dep, getattr(dep.disaggregation, name)),
+                          max_num_batched_tokens, max_num_seqs)
+                except DeploymentError as e:
+                    raise DeploymentError(f"deployment.disaggregation.{name}: {e}") from None
+            return
         place(model, gpu, dep, max_num_batched_tokens, max_num_seqs)
     check_free_hbm(model, gpu, runtime, dep, free_hbm_gib, serving)
 

@@ -192,7 +192,10 @@ class RequestEvent(_Event):
     kind: Literal["request"] = "request"
     request_id: int
     # rejected: longer than max_model_len, answered with vLLM's 400 when it arrives (it never runs)
-    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished", "rejected"]
+    # transfer_start / transfer_done: a disaggregated run's KV leaving the prefill engine for the decode engine
+    # (on the decode instance; runtime/disagg.py); the client's first token comes with transfer_done
+    what: Literal["arrive", "scheduled", "first_token", "preempted", "finished", "rejected", "transfer_start",
+                  "transfer_done"]
     input_len: int
     output_len: int
     num_computed_tokens: int  # prompt + output tokens whose KV is computed (0 again after a preemption)

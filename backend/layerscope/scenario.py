@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -319,6 +319,8 @@ class CompareSpec(Strict):
 
 
 class ScenarioSpec(Strict):
+    OMITTED_AT_DEFAULT = ("goodput",)
+
     name: str = Field("custom", description="slug, lower-case letters, digits and dashes")
     title: str = Field("Custom scenario", max_length=120)
     description: str = Field("", max_length=4000)
@@ -368,6 +370,10 @@ class ScenarioSpec(Strict):
         None, description="many requests (null: one request of prompt_len and decode_steps)"
     )
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+    # issue 21 (goodput): vllm bench serve's --goodput SLOs; absent: no goodput figures in the summary
+    goodput: dict[Literal["ttft", "tpot", "e2el"], Annotated[float, Field(ge=0.0, le=1e9)]] | None = Field(
+        None, description="SLOs in ms (ttft, tpot, e2el) a request must all meet to count in request_goodput "
+        "(vllm bench serve --goodput)")
     compare: CompareSpec | None = None
     tour: list[TourStep] = Field(default_factory=list, max_length=32)
     sweep: SweepSpec | None = Field(None, description="the sweep panel's grid (absent: no sweep applies)")
@@ -454,13 +460,13 @@ class ScenarioSpec(Strict):
         (`workload.max_concurrency`) sets one field of a nested model, creating the model if it is null."""
         data = self.model_dump()
         for key, value in overrides.items():
-            top, _, sub = key.partition(".")
-            if not sub:
-                data[top] = value
-                continue
-            if not isinstance(data.get(top), dict):
-                data[top] = {}
-            data[top][sub] = value
+            *path, name = key.split(".")
+            node = data
+            for part in path:  # deeper keys too: deployment.disaggregation.prefill.tp
+                if not isinstance(node.get(part), dict):
+                    node[part] = {}
+                node = node[part]
+            node[name] = value
         return ScenarioSpec.model_validate(data)
 
 
@@ -472,19 +478,41 @@ NESTED: dict[str, type[BaseModel]] = {
 
 
 def known_field(key: str) -> bool:
-    """A top-level field, or `model.field` of a nested model (workload, scheduler)."""
+    """A top-level field, or `model.field` of a nested model (workload, scheduler), at any depth
+    (`deployment.disaggregation.prefill.tp`)."""
+    return _field_owner(key) is not None
+
+
+def _field_owner(key: str) -> tuple[type[BaseModel], str] | None:
+    """The model that holds the dotted field, and its name there; None when no model has it."""
     top, _, sub = key.partition(".")
     if not sub:
-        return top in ScenarioSpec.model_fields
-    return top in NESTED and sub in NESTED[top].model_fields
+        return (ScenarioSpec, top) if top in ScenarioSpec.model_fields else None
+    model: type[BaseModel] | None = NESTED.get(top)
+    *path, name = sub.split(".")
+    for part in path:
+        model = _sub_model(model, part)
+    return (model, name) if model is not None and name in model.model_fields else None
+
+
+def _sub_model(model: type[BaseModel] | None, name: str) -> type[BaseModel] | None:
+    """The model type of field `name` (itself or inside `X | None`), or None."""
+    if model is None or name not in model.model_fields:
+        return None
+    ann = model.model_fields[name].annotation
+    for t in (ann, *getattr(ann, "__args__", ())):
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            return t
+    return None
 
 
 def check_override(key: str, value: Any) -> None:
     """Check one override against its field alone (ValueError naming it)."""
     if not known_field(key) or key in ("compare", "tour", "sweep"):
         raise ValueError(f"unknown or not overridable field {key!r}")
-    top, _, sub = key.partition(".")
-    model, name = (NESTED[top], sub) if sub else (ScenarioSpec, top)
+    owner = _field_owner(key)
+    assert owner is not None
+    model, name = owner
     try:
         model.__pydantic_validator__.validate_assignment(model.model_construct(), name, value)
     except ValidationError as e:

@@ -28,6 +28,7 @@ MAX_POINTS = 256  # a sweep is a handful of deployments x loads; bounded so no r
 MAX_JOBS = 64
 THROUGHPUT = "output_throughput_per_gpu"
 TPOT = "median_tpot_ms"
+GOODPUT = "request_goodput_per_gpu"  # with --goodput: good requests/s per GPU
 
 
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
@@ -133,19 +134,26 @@ def run_grid(spec: ScenarioSpec, grid: dict[str, list[Any]], jobs: int = 1, ray_
             rows.append({"set": p, "summary": {}, THROUGHPUT: None, TPOT: None, "pareto": False, "error": s[1:]})
             continue
         summary = next(done)
-        rows.append({"set": p, "summary": summary, THROUGHPUT: _per_gpu(summary, s), TPOT: summary.get(TPOT),
-                     "pareto": False})
+        row = {"set": p, "summary": summary, THROUGHPUT: _per_gpu(summary, s), TPOT: summary.get(TPOT),
+               "pareto": False}
+        if "request_goodput" in summary:  # with --goodput SLOs
+            row[GOODPUT] = _per_gpu(summary, s, "request_goodput")
+        rows.append(row)
     mark_pareto(rows)
     return {"scenario": spec.name, "grid": grid, "points": rows}
 
 
-def _per_gpu(summary: dict[str, Any], spec_json: str) -> float | None:
-    tput = summary.get("output_throughput")
+def _per_gpu(summary: dict[str, Any], spec_json: str, key: str = "output_throughput") -> float | None:
+    """A figure per GPU: over every GPU of the run (a disaggregated run's pools, or its replicas x dp x tp)."""
+    tput = summary.get(key)
     if tput is None:
         return None
     dep = json.loads(spec_json).get("deployment") or {}
-    gpus = int(dep.get("tp") or 1) * int(dep.get("replicas") or 1) * int(dep.get("dp") or 1)  # every engine's GPUs
-    return round(float(tput) / gpus, 3)
+    if dep.get("disaggregation"):  # every pool's GPUs (runtime/pd_run.py)
+        gpus = int(summary.get("num_gpus") or 1)
+    else:  # every engine's GPUs: replicas of dp ranks of tp GPUs each
+        gpus = int(dep.get("tp") or 1) * int(dep.get("replicas") or 1) * int(dep.get("dp") or 1)
+    return round(float(tput) / gpus, 4 if key == "request_goodput" else 3)
 
 
 def mark_pareto(rows: list[dict[str, Any]]) -> None:

@@ -130,3 +130,18 @@ def test_bench_takes_the_data_parallel_flags(capsys: pytest.CaptureFixture[str])
     assert durations["naive"] > durations["deepep_low_latency"]
     assert main(["bench", *SMALL[:2], "--tp", "1", "--dp", "8", "--nodes", "2", *SMALL[4:]]) == 2
     assert "fill whole nodes" in capsys.readouterr().err
+
+
+def test_bench_goodput_as_vllm_bench_serve(capsys: pytest.CaptureFixture[str]) -> None:
+    """--goodput: request_goodput (good requests / duration) saved and printed after the request throughput;
+    a TTFT SLO no request meets gives 0, one every request meets gives the request throughput."""
+    assert main(["bench", *SMALL, "--json", "--goodput", "ttft:100000", "tpot:100000"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["request_goodput"] == pytest.approx(r["request_throughput"], rel=1e-3)
+    assert r["slo_attainment_pct"] == 100.0 and r["goodput"] == {"ttft": 100000.0, "tpot": 100000.0}
+    assert main(["bench", *SMALL, "--goodput", "ttft:0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln.startswith("Request throughput"))
+    assert lines[i + 1].split() == ["Request", "goodput", "(req/s):", "0.00"]
+    assert main(["bench", *SMALL, "--goodput", "itl:5"]) == 2
+    assert "one of ttft, tpot, e2el" in capsys.readouterr().err

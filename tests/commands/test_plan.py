@@ -93,3 +93,38 @@ def test_plan_refuses_a_dp_layout_naming_the_node_size(capsys: pytest.CaptureFix
     assert "16 GPUs do not fit 1 node(s) of 8: set nodes=2" in capsys.readouterr().err
     assert main(["plan", "--dp", "8", "--tp", "1", "--eplb", "x"]) == 2
     assert "expected REDUNDANT[:INTERVAL]" in capsys.readouterr().err
+
+
+def test_plan_request_rate_sizes_a_small_grid(capsys: pytest.CaptureFixture[str]) -> None:
+    """--request-rate: each candidate simulated at the rate; the answer is the fewest GPUs meeting the SLOs, and a
+    TTFT SLO too tight for any leaves none; candidates over --max-gpus are left out, refusals kept."""
+    small = ["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "24", "--random-input-len", "512",
+             "--random-output-len", "16", "--tps", "2,4", "--splits", "1P1D", "--json"]
+    assert main([*small, "--slo", "ttft:5000,tpot:200"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {r["candidate"]: r for r in out["candidates"]}
+    assert set(rows) == {"colocated tp2", "colocated tp4", "1P1D tp2", "1P1D tp4"}
+    assert "weights need" in rows["colocated tp2"]["error"] and not rows["colocated tp2"]["meets_slo"]
+    assert rows["1P1D tp4"]["num_gpus"] == 8 and rows["colocated tp4"]["num_gpus"] == 4
+    assert out["best"] == "colocated tp4"  # 4 GPUs meet these loose SLOs
+    for r in rows.values():
+        if "error" not in r:
+            assert r["goodput_per_gpu"] == pytest.approx(r["request_goodput"] / r["num_gpus"], abs=1e-4)
+    assert main([*small, "--slo", "ttft:1"]) == 0
+    assert json.loads(capsys.readouterr().out)["best"] is None
+    assert main(["plan", "--request-rate", "4", "--slo", "itl:3"]) == 2
+    assert "--slo" in capsys.readouterr().err
+
+
+def test_plan_break_even_names_the_winner_and_its_margin(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "12", "--random-output-len", "16",
+            "--tps", "4", "--splits", "1P1D", "--slo", "ttft:5000,tpot:200", "--break-even",
+            "colocated tp4;1P1D tp4", "--input-lens", "256,2048", "--request-rates", "2", "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(c["input_len"], c["request_rate"]) for c in out["cells"]] == [(256, 2.0), (2048, 2.0)]
+    for c in out["cells"]:
+        a, b = c["goodput_per_gpu"]["colocated tp4"], c["goodput_per_gpu"]["1P1D tp4"]
+        assert c["winner"] == ("colocated tp4" if a >= b else "1P1D tp4")
+        assert c["margin"] == pytest.approx(max(a, b) / min(a, b) - 1, abs=1e-3)
+    assert main([*args[:-1], "--break-even", "colocated tp4;nope"]) == 2

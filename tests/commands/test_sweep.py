@@ -66,3 +66,19 @@ def test_a_grid_over_replicas_names_the_refused_points(tmp_path: Path, capsys: p
     one, two = points[0], points[1]  # throughput per GPU divides by every replica's GPUs
     assert two["output_throughput_per_gpu"] == round(two["summary"]["output_throughput"] / 4, 3)
     assert one["output_throughput_per_gpu"] == round(one["summary"]["output_throughput"] / 2, 3)
+
+
+def test_grid_with_goodput_gives_goodput_per_gpu_over_every_pool(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """--goodput: each point's request_goodput per GPU, over num_gpus (a 1P1D point: both pools' 8 GPUs)."""
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({"name": "w", "gpu": "h200", "deployment": {"tp": 4},
+                                    "workload": {"num_requests": 8, "input_len": 256, "output_len": 8}}))
+    runs = []
+    for grid in ("deployment.tp=4", "deployment.disaggregation.prefill.tp=4"):  # colocated, then 1P1D (tp 4 each)
+        assert main(["sweep", str(path), "--grid", grid, "--json", "--goodput", "ttft:100000", "tpot:100000"]) == 0
+        runs.append(json.loads(capsys.readouterr().out)["points"][0])
+    colo, split = runs
+    assert colo["request_goodput_per_gpu"] == pytest.approx(colo["summary"]["request_goodput"] / 4, abs=1e-4)
+    assert split["summary"]["num_gpus"] == 8 and split["summary"]["disaggregated"]
+    assert split["request_goodput_per_gpu"] == pytest.approx(split["summary"]["request_goodput"] / 8, abs=1e-4)

@@ -20,6 +20,7 @@ from layerscope.deployment import RouterName
 from layerscope.dp_flags import add_dp_arguments, dp_fields
 from layerscope.hardware.gpus import GPUS
 from layerscope.runtime.engine import simulate
+from layerscope.runtime.goodput import SLO_METRICS, parse_goodput
 from layerscope.scenario import ScenarioSpec, apply_overrides, load
 
 HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its result block or JSON"
@@ -27,7 +28,8 @@ HELP = "simulate `vllm bench serve` (random dataset) on a deployment; print its 
 RESULT_KEYS = (
     "completed", "failed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
     "output_throughput", "total_token_throughput", *(k for k in COMPARED if k.endswith("_ms")),
-    "num_preemptions", "prefix_cache_hit_rate", *FRONTEND_KEYS,
+    "num_preemptions", "prefix_cache_hit_rate", *FRONTEND_KEYS, "request_goodput", "good_requests",
+    "slo_attainment_pct", *(f"{m}_slo_attainment_pct" for m in SLO_METRICS),
 )
 
 
@@ -60,6 +62,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--percentile-metrics", default="ttft,tpot,itl", help="sections printed (ttft,tpot,itl,e2el)")
     p.add_argument("--compare-to", default=None, metavar="FILE",
                    help="a `vllm bench serve --save-result` JSON or SGLang bench_serving JSONL: measured vs simulated")
+    p.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",
+                   help="SLOs in ms (ttft, tpot, e2el), e.g. --goodput ttft:500 tpot:50: adds request_goodput "
+                   "(vllm bench serve --goodput) and each SLO's attainment")
     p.add_argument("--json", action="store_true", help="print the result JSON (vLLM's saved keys) instead")
 
 
@@ -90,6 +95,8 @@ def bench_spec(args: argparse.Namespace) -> ScenarioSpec:
         if getattr(args, flag) is not None:
             sched[flag] = getattr(args, flag)
     over["scheduler"] = sched
+    if args.goodput is not None:
+        over["goodput"] = parse_goodput(args.goodput)
     over.update({"compare": None, "tour": [], "numerics": False})
     return apply_overrides(base, over, source="layerscope bench")
 
@@ -112,6 +119,8 @@ def result_json(spec: ScenarioSpec, summary: dict[str, Any]) -> dict[str, Any]:
     out.update({k: summary[k] for k in RESULT_KEYS if k in summary})
     if spec.deployment.replicas > 1:  # the router's replicas, each one's figures (runtime/summary.py)
         out.update({k: v for k, v in summary.items() if k.startswith(("replica", "router"))})
+    if spec.goodput is not None:  # vLLM saves its --goodput SLOs beside request_goodput
+        out["goodput"] = dict(spec.goodput)
     return out
 
 

@@ -10,7 +10,9 @@ from layerscope.deployment import DeploymentSpec, Placement, RouterName, place, 
 from layerscope.dp_flags import add_dp_arguments, dp_fields
 from layerscope.hardware.gpus import GPUS, GiB, gpu
 from layerscope.model.config import resolve
-from layerscope.scenario import SchedulerSpec, format_validation_error, scheduler_limits
+from layerscope.runtime.goodput import parse_goodput
+from layerscope.scenario import ScenarioSpec, SchedulerSpec, format_validation_error, scheduler_limits
+from layerscope.sizing import ATTAINMENT, Candidate, break_even, candidates, parse_splits, size
 
 HELP = "memory placement per GPU of a deployment (weights, activations, CUDA graphs, KV cache), as vLLM accounts it"
 
@@ -34,6 +36,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="how the router in front of the replicas picks one (runtime/router.py)")
     add_dp_arguments(p)
     p.add_argument("--json", action="store_true", help="print JSON instead of the log lines")
+    # issue 21: sizing for a request rate under SLOs
+    p.add_argument("--request-rate", type=float, default=None, metavar="R",
+                   help="size for R requests/s (Poisson): simulate each candidate of the grid, report goodput per GPU "
+                   "and the fewest GPUs meeting --slo")
+    p.add_argument("--slo", default="ttft:2000,tpot:100", metavar="KEY:MS,...",
+                   help="SLOs in ms (ttft, tpot, e2el) for --request-rate (default ttft:2000,tpot:100)")
+    p.add_argument("--tps", default="4,8", help="tensor parallel sizes of the grid (--request-rate)")
+    p.add_argument("--splits", default="1P1D,1P2D,2P1D", help="xPyD splits of the grid (--request-rate)")
+    p.add_argument("--max-gpus", type=int, default=8, help="largest deployment of the grid (--request-rate)")
+    p.add_argument("--link", choices=("nvlink", "rdma"), default=None,
+                   help="the splits' KV link (default: nvlink up to 8 GPUs, else rdma)")
+    p.add_argument("--random-input-len", type=int, default=1024, help="prompt tokens (--request-rate)")
+    p.add_argument("--random-output-len", type=int, default=128, help="output tokens (--request-rate)")
+    p.add_argument("--num-prompts", type=int, default=200, help="requests simulated per candidate (--request-rate)")
+    p.add_argument("--break-even", default=None, metavar="A;B",
+                   help="with --request-rate's SLOs: two grid candidates, e.g. 'colocated tp8;1P1D tp4', compared "
+                   "over --input-lens x --request-rates (goodput per GPU, the winner and its margin)")
+    p.add_argument("--input-lens", default="1000,4000", help="prompt lengths of --break-even")
+    p.add_argument("--request-rates", default="2,4,8", help="request rates of --break-even (req/s)")
+    p.add_argument("--attainment", type=float, default=ATTAINMENT,
+                   help=f"%% of requests that must meet every SLO (default {ATTAINMENT:g}, DistServe's)")
 
 
 def deployment_of(args: argparse.Namespace) -> DeploymentSpec:
@@ -96,6 +119,8 @@ def replicas_plan(dep: DeploymentSpec, p: Placement) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.request_rate is not None:
+        return _size(args)
     dep, p, out = plan(args)
     if args.json:
         print(json.dumps(out, indent=2))
@@ -128,4 +153,63 @@ def run(args: argparse.Namespace) -> int:
         print(f"DP rank {r['rank']} (node {r['node']}, GPU {', '.join(map(str, r['gpus']))}): attention tp "
               f"{dep.tp}, experts {experts}{extra}, weights {g['weights_gib']:.2f} GiB, KV cache "
               f"{g['kv_cache_gib']:.2f} GiB = {g['kv_tokens']:,} tokens of its own requests")
+    return 0
+
+
+def _size(args: argparse.Namespace) -> int:
+    """--request-rate: the grid's candidates at that rate, the fewest GPUs meeting the SLOs."""
+    if not args.request_rate > 0 or args.request_rate == float("inf"):
+        raise ValueError(f"--request-rate {args.request_rate}: a finite rate > 0 requests/s")
+    if not 0 < args.attainment <= 100 or not 1 <= args.max_gpus <= 64 or not 1 <= args.num_prompts <= 2000:
+        raise ValueError("--attainment must be in (0, 100], --max-gpus 1..64, --num-prompts 1..2000")
+    slos = parse_goodput([args.slo], "--slo")
+    try:
+        tps = [int(t) for t in args.tps.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--tps {args.tps!r}: comma-separated integers") from None
+    link = args.link or ("nvlink" if args.max_gpus <= 8 else "rdma")
+    grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link)
+    base = ScenarioSpec.model_validate({
+        "name": "plan", "model": args.model, "gpu": args.gpu, "runtime": "vllm",
+        "deployment": {"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
+        "workload": {"num_requests": args.num_prompts, "input_len": args.random_input_len,
+                     "output_len": args.random_output_len}})
+    if args.break_even is not None:
+        return _break_even(args, base, slos, grid)
+    out = size(base, args.request_rate, slos, grid, args.attainment)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{args.model} on {args.gpu} at {args.request_rate:g} req/s, SLO {args.slo} met by >= {args.attainment:g}% "
+          "of requests (goodput: vllm bench serve's request_goodput)")
+    print(f"{'candidate':<16} {'GPUs':>5} {'goodput req/s':>14} {'per GPU':>9} {'SLO met %':>10}  meets")
+    for r in out["candidates"]:
+        if "error" in r:
+            print(f"{r['candidate']:<16} {r['num_gpus']:>5}  refused: {r['error']}")
+            continue
+        print(f"{r['candidate']:<16} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
+              f"{r['slo_attainment_pct']:>10.1f}  {'yes' if r['meets_slo'] else 'no'}")
+    print(f"fewest GPUs meeting the SLOs: {out['best'] or 'none of the grid'}")
+    return 0
+
+
+def _break_even(args: argparse.Namespace, base: ScenarioSpec, slos: dict[str, float], grid: list[Candidate]) -> int:
+    by_label = {c.label: c for c in grid}
+    names = [n.strip() for n in args.break_even.split(";")]
+    if len(names) != 2 or any(n not in by_label for n in names):
+        raise ValueError(f"--break-even {args.break_even!r}: two of {', '.join(by_label)}, separated by ';'")
+    try:
+        lens = [int(x) for x in args.input_lens.split(",") if x.strip()]
+        rates = [float(x) for x in args.request_rates.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError("--input-lens and --request-rates: comma-separated numbers") from None
+    out = break_even(base, slos, (by_label[names[0]], by_label[names[1]]), lens, rates)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"goodput per GPU (req/s/GPU) at SLO {args.slo}: {names[0]} vs {names[1]}")
+    for c in out["cells"]:
+        a, b = (c["goodput_per_gpu"][n] for n in names)
+        margin = "-" if c["margin"] is None else f"+{c['margin']:.0%}"
+        print(f"input {c['input_len']:>6}  rate {c['request_rate']:>6g}  {a:>8.4f}  {b:>8.4f}  {c['winner']} {margin}")
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 from layerscope.atomic import write_text_atomic
 from layerscope.commands.run import add_scenario_arguments, load_spec
 from layerscope.runtime.engine import simulate
+from layerscope.runtime.goodput import parse_goodput
 from layerscope.scenario import ScenarioSpec
 from layerscope.sweep import parse_grid, run_grid
 
@@ -26,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run grid points on a Ray cluster ('local' starts one here); pip install 'layerscope[ray]'")
     p.add_argument("--html", default=None, metavar="FILE", help="write the Pareto plot as a Plotly HTML page")
+    p.add_argument("--goodput", nargs="+", default=None, metavar="KEY:MS",
+                   help="SLOs in ms (ttft, tpot, e2el): each point gains request_goodput and goodput per GPU")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
 
@@ -53,6 +56,8 @@ def sweep(spec: ScenarioSpec, sizes: list[int]) -> list[dict[str, float | int | 
 
 def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.scenario, args.set)
+    if args.goodput is not None:
+        spec = spec.with_overrides({"goodput": parse_goodput(args.goodput)})
     if not args.grid and not args.chunk_sizes and spec.sweep is not None:  # the scenario's own grid
         args.grid = [f"{k}={','.join(str(v) for v in values)}" for k, values in spec.sweep.grid.items()]
     if args.grid:

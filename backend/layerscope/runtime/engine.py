@@ -26,6 +26,7 @@ from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
 from layerscope.runtime.metrics import merged, serving_metrics
+from layerscope.runtime.pd_run import serve_disaggregated
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.replicas import build_instances, replica_metrics
 from layerscope.runtime.request_run import RequestInstance
@@ -56,6 +57,8 @@ def _run(spec: ScenarioSpec, progress: Progress | None, check: Check | None, sum
         if is_dp(spec):
             raise ValueError("deployment.dp: data-parallel ranks serve a workload; a one-request run has one rank")
         return _one_request(spec, progress, check)
+    if spec.deployment is not None and spec.deployment.disaggregation is not None:  # xPyD pools (issue 21)
+        return serve_disaggregated(spec, progress, check, summary_only)
     return _serve(spec, progress, check, summary_only)
 
 
@@ -88,8 +91,8 @@ def _serve(spec: ScenarioSpec, progress: Progress | None, check: Check | None, s
     t = max(loop.end_us)
     if events is not None:
         events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
-    figures = serving_metrics(events) if events is not None else \
-        merged([inst.metrics for inst in instances if inst.metrics is not None]).figures()
+    figures = serving_metrics(events, spec.goodput) if events is not None else \
+        merged([inst.metrics for inst in instances if inst.metrics is not None]).figures(spec.goodput)
     summary = serving_summary([m for inst in instances for m in members(inst)], figures, requests) | dp_figures(first)
     replicas = [inst for inst in instances if isinstance(inst, ServingInstance)]
     if len(replicas) > 1:

@@ -13,11 +13,13 @@ the arrive event's frontend_us), what a client measures. Percentiles are numpy's
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from layerscope.runtime.goodput import goodput_figures
 
 PERCENTILES = (("mean", None), ("median", 50.0), ("p99", 99.0))
 
@@ -85,6 +87,8 @@ class ServingMetrics:
                     self.finished(e.request_id, e.t_us)
                 elif what == "rejected":
                     self.rejected(e.request_id)
+                elif what == "transfer_done":  # disaggregated: the first token reaches the client with the KV
+                    self.token_us[e.request_id].append(e.t_us)
         return self
 
     def finished_requests(self) -> list[_Req]:
@@ -111,7 +115,18 @@ class ServingMetrics:
                                          if done else [])
         return {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}
 
-    def figures(self) -> dict[str, float | int]:
+    def per_request(self) -> dict[str, list[float]]:
+        """TTFT, TPOT and E2EL in ms per finished request, aligned (TPOT 0 for one output token: vLLM's
+        `all_tpots`), what --goodput judges."""
+        done = self.finished_requests()
+        ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
+        e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
+        tpot = [(e - t) / (len(r.token_us) - 1) if len(r.token_us) > 1 else 0.0
+                for r, e, t in zip(done, e2el, ttft, strict=True)]
+        return {"ttft": ttft, "tpot": tpot, "e2el": e2el}
+
+    def figures(self, slos: Mapping[Any, float] | None = None) -> dict[str, float | int]:
+        """`slos` (ms per metric, --goodput): adds request_goodput and each SLO's attainment."""
         reqs = self.reqs
         done = self.finished_requests()
         samples = self.samples()
@@ -134,11 +149,13 @@ class ServingMetrics:
             for stat, q in PERCENTILES:
                 out[f"{stat}_{name}_ms"] = _stat(values, q)
         out["num_preemptions"] = self.preemptions
+        if slos:
+            out.update(goodput_figures(self.per_request(), slos, duration))
         return out
 
 
-def serving_metrics(events: Iterable[Any]) -> dict[str, float | int]:
-    return ServingMetrics().feed(events).figures()
+def serving_metrics(events: Iterable[Any], slos: Mapping[Any, float] | None = None) -> dict[str, float | int]:
+    return ServingMetrics().feed(events).figures(slos)
 
 
 def merged(parts: list[ServingMetrics]) -> ServingMetrics:

@@ -36,6 +36,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "scope",
         "source",
         "table",
+        "instance",  # the engine (replicas; a disaggregated run's pools): the timeline's lanes per engine
     ),
     "phase": ("t_us", "phase"),
     "chunk": ("t_us", "chunk", "token_start", "token_end", "chunk_size", "reason", "barrier_us", "pages"),

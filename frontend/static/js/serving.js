@@ -181,6 +181,7 @@ export class ServingState {
         if (r.preemptions) r.open("recompute", t); // its prompt and generated tokens again
         else r.open("prefill", t);
         break;
+      case "transfer_done": // disaggregated: the first token reaches the client with the KV (docs/events.md)
       case "first_token":
         if (r.firstToken === null) {
           r.firstToken = t;

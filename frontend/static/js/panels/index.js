@@ -219,7 +219,7 @@ export const PANELS = [
     help: "Output throughput per GPU against median TPOT, one point per configuration, the Pareto front marked; click a point to load it",
     head: `sweep <span class="sub" id="sweep-info">load a <code>layerscope sweep … --json</code> file or run a small grid</span>`,
     body: `    <form id="sweep-form" class="dep-form" autocomplete="off">
-      <label class="filepick ghost" title="A result of layerscope sweep SCENARIO --grid ... --json">load sweep JSON<input type="file" id="sweep-file" data-testid="sweep-file" accept=".json,application/json"></label>
+      <label class="filepick ghost" title="A result of layerscope sweep SCENARIO --grid ... --json, or of layerscope plan --request-rate R --break-even 'A;B' --json (the break-even view)">load sweep JSON<input type="file" id="sweep-file" data-testid="sweep-file" accept=".json,application/json"></label>
       <label title="Fields and values, e.g. deployment.tp=4,8; workload.max_concurrency=1,16 (at most 16 points, run on the server)">grid <input id="sweep-grid" data-testid="sweep-grid" type="text" size="44" value="workload.max_concurrency=1,8,32"></label>
       <button type="submit" data-testid="sweep-run" title="Run this grid of the current scenario on the server (timing only)">run grid</button>
     </form>

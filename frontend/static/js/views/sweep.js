@@ -7,6 +7,7 @@
 
 import { PLOT_CONFIG, THEME, plotLayout } from "../colors.js";
 import { esc } from "../format.js";
+import { breakEvenFigure, isBreakEven } from "./breakeven.js";
 
 const ALL = "#7aa2f7";
 const FRONT = "#ff9e64";
@@ -116,6 +117,7 @@ export class SweepView {
 
   // base: the overrides the grid ran on (a server grid: the run on screen's; a file: none recorded)
   show(data, source, base = {}) {
+    if (isBreakEven(data)) return this.showBreakEven(data, source);
     if (!data || !Array.isArray(data.points)) throw new Error("not a `layerscope sweep --json` result (no points)");
     const sweep = this.store.scenario && this.store.scenario.sweep;
     const metric = data.metric || (sweep && sweep.metric) || null;
@@ -146,6 +148,16 @@ export class SweepView {
     const front = metric ? "" : ` · ${pts.filter((p) => p.pareto).length} on the Pareto front`;
     this.info.textContent = `${pts.length} configurations of ${data.scenario || "?"} over ${fields || "?"}${front}` +
       `${refused.length ? ` · ${refused.length} refused` : ""} · from ${source}`;
+  }
+
+  // `layerscope plan --break-even --json`: which deployment has the higher goodput per GPU, cell by cell (breakeven.js)
+  showBreakEven(data, source) {
+    this.fail("");
+    this.data = data;
+    this.root.dataset.empty = "false";
+    const { traces, layout } = breakEvenFigure(data);
+    Plotly.react(this.plot, traces, layout, PLOT_CONFIG);
+    this.info.textContent = `break-even: ${data.deployments.join(" vs ")} over ${data.cells.length} cells · from ${source}`;
   }
 
   // a serving sweep: output throughput per GPU against median TPOT, the Pareto front joined

@@ -28,6 +28,20 @@ export function laneName(run, stream, many) {
   return many ? `${run.role === "compare" ? "B" : "A"} ${stream}` : stream;
 }
 
+// A run of several engines (replicas, or a disaggregated run's prefill and decode pools) gets one set of lanes per
+// engine, named by its pool where the summary says it is disaggregated (docs/events.md: instances 0..x-1 prefill).
+export function engineOf(run, k) {
+  const s = run.summary;
+  const i = k.instance || 0;
+  if (s && s.disaggregated) return i < s.prefill_instances ? `prefill ${i}` : `decode ${i - s.prefill_instances}`;
+  return `engine ${i}`;
+}
+
+export function streamKey(run, k) {
+  if (run._manyEngines === undefined) run._manyEngines = run.kernel.some((x) => (x.instance || 0) !== (run.kernel[0].instance || 0));
+  return run._manyEngines ? `${engineOf(run, k)} · ${k.stream}` : k.stream;
+}
+
 export class TimelineView {
   constructor(el, store, info, onPick) {
     this.el = el;
@@ -44,8 +58,10 @@ export class TimelineView {
     const many = s.runs.length > 1;
     const out = [];
     for (const run of s.runs) {
-      const seen = new Set(run.kernel.map((k) => k.stream));
-      const streams = [...STREAM_ORDER.filter((x) => seen.has(x)), ...[...seen].filter((x) => !STREAM_ORDER.includes(x)).sort()];
+      const seen = new Set(run.kernel.map((k) => streamKey(run, k)));
+      const rank = (key) => { const st = key.split(" · ").pop(); const i = STREAM_ORDER.indexOf(st); return i < 0 ? STREAM_ORDER.length : i; };
+      const engine = (key) => (key.includes(" · ") ? key.split(" · ")[0] : "");
+      const streams = [...seen].sort((p, q) => engine(p).localeCompare(engine(q), undefined, { numeric: true }) || rank(p) - rank(q) || p.localeCompare(q));
       for (const st of streams) out.push({ run, stream: st, name: laneName(run, st, many) });
     }
     return out;
@@ -69,7 +85,7 @@ export class TimelineView {
         const end = Math.max(seg.end, seg.start + minW);
         let h = k._hover || (k._hover = hover(k, many ? run.label : "", s.layers));
         if (seg.n > 1) h += `<br><b>+${seg.n - 1} more launches in this pixel: zoom in</b>`;
-        const lane = laneName(run, k.stream, many);
+        const lane = laneName(run, streamKey(run, k), many);
         t.x.push(seg.start, (seg.start + end) / 2, end, null);
         t.y.push(lane, lane, lane, null);
         t.text.push(h, h, h, null);
@@ -82,7 +98,8 @@ export class TimelineView {
         if (b < x0 || a > x1) return;
         launches += 1;
         const px = Math.floor(a / pxX);
-        const cur = open.get(k.stream);
+        const key = streamKey(run, k);
+        const cur = open.get(key);
         if (cur && cur.px === px) {
           cur.n += 1;
           cur.end = Math.max(cur.end, b);
@@ -90,7 +107,7 @@ export class TimelineView {
           return;
         }
         if (cur) emit(cur);
-        open.set(k.stream, { px, rep: k, i, start: a, end: b, n: 1 });
+        open.set(key, { px, rep: k, i, start: a, end: b, n: 1 });
       });
       for (const seg of open.values()) emit(seg);
     });
@@ -122,7 +139,7 @@ export class TimelineView {
         if ((x - last) / pxX < LABEL_PX) continue;
         last = x;
         labels.x.push(x);
-        labels.y.push(laneName(run, k.stream, many));
+        labels.y.push(laneName(run, streamKey(run, k), many));
         labels.text.push(`c${k.chunk}`);
       }
     }

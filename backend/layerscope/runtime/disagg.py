@@ -1,0 +1,310 @@
+"""Prefill and decode apart (xPyD): x prefill engines, y decode engines, the KV sent from one to the other.
+
+    client ─▶ route ─▶ prefill engine (its own tp, KV pool, scheduler)   a request's prompt, chunked as usual
+        prefill done: its first token sampled, its blocks held (vLLM's delay_free_blocks: freed once read)
+    ─▶ route ─▶ decode engine: blocks for the prompt allocated first (vLLM's num_external_computed_tokens path:
+        Scheduler.schedule -> connector.get_num_new_matched_tokens -> allocate_slots, the request then
+        WAITING_FOR_REMOTE_KVS; vllm/v1/core/sched/scheduler.py) ─▶ KV transfer on the sender's link
+        (runtime/transfer.py: NIXL READ by the decode worker, NixlConnector) ─▶ transfer_done: the prefill
+        engine frees its blocks, the decode engine runs the request as a decode; its first token reaches
+        the client now (TTFT includes the transfer), its next tokens from the decode engine's steps
+
+Back-pressure, as vLLM's NixlConnector does it: a decode engine out of blocks leaves the request in its inbox
+(first come first served; no preemption for it); the prefill engine keeps that request's blocks until they
+are read, so a prefill pool whose blocks are all held stops admitting (its engine stalls until a transfer
+frees some). Routing: round robin, as vLLM's disaggregated proxy (tests/v1/kv_connector/nixl_integration/
+toy_proxy_server.py cycles its prefill and decode clients), or least loaded (fewest requests in the engine),
+as SGLang's router's load-aware policies and Dynamo's planner.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from layerscope.deployment import DisaggregationSpec
+from layerscope.events import KernelEvent
+from layerscope.runtime.loop import Check, Client, Loop, Progress
+from layerscope.runtime.recorder import Recorder
+from layerscope.runtime.request import Request, RequestStatus
+from layerscope.runtime.sched_interface import SchedulerOutput, StepResult
+from layerscope.runtime.scheduler import Scheduler
+from layerscope.runtime.serving import ServingInstance
+from layerscope.runtime.transfer import SETUP_US, Link, Transfer, lane_bandwidth, transfer_size
+from layerscope.scenario import ScenarioSpec
+
+KV_TRANSFER = "kv_transfer"  # the transfers' stream: one timeline row
+
+
+class PrefillScheduler(Scheduler):
+    """vLLM's scheduler on a prefill engine: a request whose prompt is done leaves the engine with its blocks held
+    (the KV producer's request finishes with delay_free_blocks; its token goes to the client with the KV)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handoffs: list[Request] = []
+        self.peeked: SchedulerOutput | None = None  # made by the engine's look before its step: the step's own
+
+    def schedule(self) -> SchedulerOutput:
+        out, self.peeked = self.peeked, None
+        return out if out is not None else super().schedule()
+
+    def update_from_output(self, out: SchedulerOutput) -> StepResult:
+        res = super().update_from_output(out)
+        done = [r for r in res.first_token if r.status is RequestStatus.RUNNING]  # more to generate: decode's
+        if done:
+            gone = set(map(id, done))
+            for r in done:
+                self.running.remove(r)
+                r.status = RequestStatus.WAITING
+            res.first_token = [r for r in res.first_token if id(r) not in gone]
+            res.sampled = [r for r in res.sampled if id(r) not in gone]
+            self.handoffs += done
+        return res
+
+
+class PrefillInstance(ServingInstance):
+    def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
+        super().__init__(spec, recorder)
+        lim = self.limits
+        self.scheduler: PrefillScheduler = PrefillScheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs,
+                                          lim.long_prefill_token_threshold, spec.scheduler.enable_chunked_prefill)
+        self.stalled = False  # nothing fits beside the blocks held for transfers: waits for one to end
+        self.stalls = 0
+        self.held = 0
+        self.max_held = 0
+        self.last_step_start = 0.0
+
+    def has_work(self) -> bool:
+        return not self.stalled and super().has_work()
+
+    def step(self, t: float) -> tuple[float, int]:
+        out = self.scheduler.schedule()
+        if not out.num_seqs:  # back-pressure: the held blocks leave no room for a waiting prompt
+            self.stalled = True
+            self.stalls += 1
+            return t, 0
+        self.last_step_start = t
+        self.scheduler.peeked = out  # ServingInstance.step takes this step's schedule
+        return super().step(t)
+
+    def take_handoffs(self) -> list[Request]:
+        done, self.scheduler.handoffs = self.scheduler.handoffs, []
+        self.held += len(done)
+        self.max_held = max(self.max_held, self.held)
+        return done
+
+    def release(self, req: Request, t: float) -> None:
+        """The decode engine has read the request's KV: its blocks go back to the pool."""
+        self.cache.free(req)
+        self.recorder.cache_frees(t, self.cache.drain_log(), self.kv.page_bytes)
+        self.held -= 1
+        self.stalled = False
+
+
+@dataclass(order=True)
+class _Arrival:
+    ready_us: float  # when the decode engine may allocate for it (prefill's end; streaming: its last step's start)
+    order: int
+    req: Request = field(compare=False)
+    src: int = field(compare=False)  # the prefill instance
+    prefill_end_us: float = field(compare=False)
+
+
+class DecodeInstance(ServingInstance):
+    def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
+        super().__init__(spec, recorder)
+        assert isinstance(self.scheduler, Scheduler), "a deployment runs vLLM's scheduler"
+        self.vllm_scheduler = self.scheduler
+        self.inbox: list[_Arrival] = []  # prefilled, waiting for decode blocks (back-pressure lives here)
+        self.inflight = 0  # blocks allocated, KV on its way
+
+    def load(self) -> int:
+        return self.scheduler.num_unfinished() + len(self.inbox) + self.inflight
+
+    def allocate_arrived(self, t: float) -> list[_Arrival]:
+        """Blocks for the prefilled requests ready by t, first come first served, while the pool has room and
+        fewer than max_num_seqs are running or on their way."""
+        out = []
+        while self.inbox and self.inbox[0].ready_us <= t and \
+                len(self.vllm_scheduler.running) + self.inflight < self.limits.max_num_seqs:
+            a = self.inbox[0]
+            if not self._allocate_remote(a.req, t):
+                break
+            self.inbox.pop(0)
+            self.inflight += 1
+            out.append(a)
+        return out
+
+    def _allocate_remote(self, req: Request, t: float) -> bool:
+        """The prompt's blocks, before its KV arrives (num_external_computed_tokens = the prompt)."""
+        computed, req.num_computed_tokens = req.num_computed_tokens, 0
+        try:
+            alloc = self.cache.allocate_slots(req, computed)
+        finally:
+            req.num_computed_tokens = computed
+        if alloc is None:
+            return False
+        if self.recorder.keeps and alloc.new_blocks:
+            self.recorder.request_pages(t, req.request_id, "decode", 0, [int(b.bank) for b in alloc.new_blocks],
+                                        [int(b.slot) for b in alloc.new_blocks])
+        return True
+
+    def kv_arrived(self, req: Request, t: float) -> None:
+        """The KV is in: the request runs as a decode; its first token reaches the client now."""
+        self.inflight -= 1
+        req.status = RequestStatus.RUNNING
+        self.vllm_scheduler.running.append(req)
+        if self.metrics is not None:
+            req.token_us.append(t)
+        else:
+            self.recorder.request(req, "transfer_done", t)
+
+
+@dataclass
+class TransferRecord:
+    request_id: int
+    prefill_end_us: float
+    start_us: float  # blocks allocated on the decode side, the transfer posted
+    done_us: float = 0.0
+    bytes: float = 0.0
+
+
+class DisaggLoop(Loop):
+    """The loop (loop.py) over prefill engines, decode engines and one link per prefill engine (its NVLink ports
+    or NICs, shared by the transfers it sends): each link is one more entry on the heap, at its next event."""
+
+    def __init__(self, prefills: list[PrefillInstance], decodes: list[DecodeInstance], dis: DisaggregationSpec,
+                 client: Client, progress: Progress | None, check: Check | None, events: list[Any] | None) -> None:
+        super().__init__([*prefills, *decodes], client, self._route_prefill, progress, check, events)
+        self.prefills, self.decodes, self.dis = prefills, decodes, dis
+        bw = lane_bandwidth(prefills[0].gpu, dis.link)
+        self.links = [Link(bw) for _ in prefills]
+        self.num_layers = prefills[0].model.num_hidden_layers
+        self.records: dict[int, TransferRecord] = {}
+        self._rr_prefill = itertools.cycle(range(len(prefills)))
+        self._rr_decode = itertools.cycle(range(len(decodes)))
+        self._order = itertools.count()
+
+    # -- routing --------------------------------------------------------------------------------------------
+    def _route_prefill(self, req: Request) -> int:
+        if self.dis.routing == "round_robin":
+            return next(self._rr_prefill)
+        return min(range(len(self.prefills)), key=lambda i: self.prefills[i].num_unfinished() + self.prefills[i].held)
+
+    def _route_decode(self) -> int:
+        if self.dis.routing == "round_robin":
+            return next(self._rr_decode)
+        return min(range(len(self.decodes)), key=lambda j: self.decodes[j].load())
+
+    # -- the loop -------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        for inst in self.instances:
+            inst.start()
+        n, x = len(self.instances), len(self.prefills)
+        heap = [(0.0, i) for i in range(n)]
+        self._at = [0.0] * n + [None] * len(self.links)
+        assert self.client is not None
+        while heap:
+            t, i = heapq.heappop(heap)
+            if self._at[i] != t:
+                continue
+            self._at[i] = None
+            if i >= n:
+                self._link_step(i - n, t, heap)
+                continue
+            inst = self.instances[i]
+            if i < x:
+                self._deliver(inst.seen(t), heap, i)
+            else:
+                self._allocate(i - x, t, heap)
+            if not inst.has_work():
+                nxt = self.client.next_send_us()
+                if i < x and not self.prefills[i].stalled and nxt is not None:
+                    self._push(heap, nxt, i)
+                elif i >= x and self.decodes[i - x].inbox and self.decodes[i - x].inbox[0].ready_us > t:
+                    self._push(heap, self.decodes[i - x].inbox[0].ready_us, i)  # a prefill ends later
+                continue
+            t_end, finished = inst.step(t)
+            self.end_us[i] = t_end
+            self.client.finished(t_end, finished)
+            self._push(heap, t_end, i)
+            if i < x:
+                p = self.prefills[i]
+                for req in p.take_handoffs():
+                    self._handoff(i, req, p.last_step_start if self.dis.streaming else t_end, t_end, heap)
+            else:
+                self._allocate(i - x, t_end, heap)
+                if finished:  # client slots came free: idle prefill engines take the next sends
+                    self._wake_idle_prefills(heap)
+            self._tick()
+        for i, inst in enumerate(self.instances):
+            inst.finish(self.end_us[i])
+
+    def _wake_idle_prefills(self, heap: list[tuple[float, int]]) -> None:
+        nxt = self.client.next_send_us() if self.client is not None else None
+        if nxt is None:
+            return
+        for i, p in enumerate(self.prefills):
+            if self._at[i] is None and not p.stalled:
+                self._push(heap, max(nxt, self.end_us[i]), i)
+
+    def _wake(self, heap: list[tuple[float, int]], t: float, i: int) -> None:
+        """An engine with no entry on the heap is woken at t (not before its last step ended)."""
+        if self._at[i] is None:
+            self._push(heap, max(t, self.end_us[i]), i)
+
+    def _handoff(self, src: int, req: Request, ready: float, prefill_end: float, heap: list[tuple[float, int]]) -> None:
+        j = self._route_decode()
+        d = self.decodes[j]
+        bisect.insort(d.inbox, _Arrival(ready, next(self._order), req, src, prefill_end))
+        self._wake(heap, ready, len(self.prefills) + j)
+
+    def _allocate(self, j: int, t: float, heap: list[tuple[float, int]]) -> None:
+        d = self.decodes[j]
+        for a in d.allocate_arrived(t):
+            p, req = self.prefills[a.src], a.req
+            size = transfer_size(p.full_model, req.num_computed_tokens, p.spec.deployment.tp,  # type: ignore[union-attr]
+                                 d.spec.deployment.tp, d.model.kv_dtype)  # type: ignore[union-attr]
+            link = self.links[a.src]
+            last_layer_us = size.lane_bytes / self.num_layers / link.bandwidth * 1e6
+            not_before = a.prefill_end_us + last_layer_us if self.dis.streaming else 0.0
+            link.add(Transfer(req.request_id, size, t, t + SETUP_US, not_before, payload=(req, a.src, j)))
+            self.records[req.request_id] = TransferRecord(req.request_id, a.prefill_end_us, t, bytes=size.total_bytes)
+            if d.recorder.keeps:
+                d.recorder.request(req, "transfer_start", t)
+            self._wake_link(heap, a.src)
+
+    def _wake_link(self, heap: list[tuple[float, int]], k: int) -> None:
+        nxt = self.links[k].next_event_us()
+        i = len(self.instances) + k
+        if nxt is not None and (self._at[i] is None or nxt < self._at[i]):  # type: ignore[operator]
+            self._push(heap, nxt, i)
+
+    def _link_step(self, k: int, t: float, heap: list[tuple[float, int]]) -> None:
+        x = len(self.prefills)
+        for tr in self.links[k].advance(t):
+            req, src, j = cast(tuple[Request, int, int], tr.payload)
+            self.prefills[src].release(req, t)
+            d = self.decodes[j]
+            d.kv_arrived(req, t)
+            rec = self.records[req.request_id]
+            rec.done_us = t
+            if d.recorder.keeps:
+                d.emit(_transfer_kernel(tr, t, d.recorder.instance, self.dis.link))
+            self._wake(heap, t, src)
+            self._wake(heap, t, x + j)
+        self._wake_link(heap, k)
+
+
+def _transfer_kernel(tr: Transfer, t: float, instance: int, link: str) -> KernelEvent:
+    s = tr.size
+    return KernelEvent(
+        t_us=tr.start_us, name=f"nixl_kv_read_{link}", stage="kv_transfer", stage_kind="memory", phase="decode",
+        stream=KV_TRANSFER, start_us=tr.start_us, dur_us=t - tr.start_us, flops=0.0, bytes=s.total_bytes,
+        bound="memory", hbm_util=0.0, l2_hit=0.0, shapes=f"request {tr.request_id}: {s.total_bytes / 1e6:.1f} MB over "
+        f"{s.lanes} lanes ({s.lane_bytes / 1e6:.1f} MB on the busiest), setup {SETUP_US / 1000:g} ms", scope="model",
+        instance=instance)

@@ -1,0 +1,106 @@
+"""Sizing a deployment for a request rate under SLOs: `layerscope plan --request-rate R --slo ttft:MS,tpot:MS`.
+
+    candidates = colocated (one engine of tp GPUs)  +  xPyD splits (x prefill, y decode engines of tp each)
+    each candidate: the workload at rate R, simulated (summary only) -> request_goodput, SLO attainment
+    meets the SLOs: attainment >= the target (90%: DistServe's, OSDI'24, "SLO attainment" of 90%)
+    the answer: the fewest GPUs that meet them (ties: the higher goodput per GPU)
+
+A candidate a deployment cannot run (weights that do not fit, nvlink across nodes) is kept with its refusal.
+Replicas behind a router and data-parallel attention join the grid once the engine builds them (issue 20).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from layerscope.runtime.engine import simulate
+from layerscope.scenario import ScenarioSpec, format_validation_error
+
+ATTAINMENT = 90.0  # % of requests meeting every SLO: DistServe's (OSDI'24) target
+MAX_CANDIDATES = 64  # each is one simulation: the grid is bounded
+
+
+@dataclass(frozen=True)
+class Candidate:
+    label: str
+    deployment: dict[str, Any]  # the deployment field's overrides
+
+    @property
+    def num_gpus(self) -> int:
+        dis = self.deployment.get("disaggregation")
+        if dis is None:
+            return int(self.deployment["tp"])
+        return sum(int(dis[p]["instances"]) * int(dis[p]["tp"]) for p in ("prefill", "decode"))
+
+
+def candidates(tps: list[int], splits: list[tuple[int, int]], max_gpus: int, link: str) -> list[Candidate]:
+    """Colocated at each tp, then each xPyD split at each tp (both pools alike), up to max_gpus."""
+    out = [Candidate(f"colocated tp{tp}", {"tp": tp, "disaggregation": None}) for tp in tps]
+    for x, y in splits:
+        for tp in tps:
+            pools = {"prefill": {"instances": x, "tp": tp}, "decode": {"instances": y, "tp": tp}}
+            out.append(Candidate(f"{x}P{y}D tp{tp}", {"tp": tp, "disaggregation": {**pools, "link": link}}))
+    out = [c for c in out if c.num_gpus <= max_gpus]
+    if len(out) > MAX_CANDIDATES:
+        raise ValueError(f"the grid has {len(out)} candidates; the limit is {MAX_CANDIDATES}")
+    return out
+
+
+def size(base: ScenarioSpec, rate: float, slos: dict[str, float], grid: list[Candidate],
+         attainment: float = ATTAINMENT) -> dict[str, Any]:
+    """Every candidate's goodput at `rate` under `slos`, and the fewest GPUs that meet them (None: none does)."""
+    rows = []
+    for c in grid:
+        row: dict[str, Any] = {"candidate": c.label, "num_gpus": c.num_gpus, "deployment": c.deployment}
+        dep = {**(base.deployment.model_dump() if base.deployment is not None else {}), **c.deployment}
+        try:
+            spec = base.with_overrides({"deployment": dep, "workload.request_rate": rate, "goodput": slos,
+                                        "compare": None, "tour": []})
+        except ValidationError as e:
+            rows.append({**row, "error": format_validation_error(e, c.label), "meets_slo": False})
+            continue
+        s = simulate(spec, summary_only=True).summary
+        row.update({k: s.get(k) for k in ("request_goodput", "slo_attainment_pct", "median_ttft_ms", "p99_ttft_ms",
+                                          "median_tpot_ms", "p99_tpot_ms", "request_throughput")})
+        row["goodput_per_gpu"] = round(float(s["request_goodput"]) / c.num_gpus, 4)
+        row["meets_slo"] = float(s["slo_attainment_pct"]) >= attainment
+        rows.append(row)
+    ok = [r for r in rows if r["meets_slo"]]
+    best = min(ok, key=lambda r: (r["num_gpus"], -r["goodput_per_gpu"])) if ok else None
+    return {"request_rate": rate, "slo": slos, "attainment_target_pct": attainment,
+            "best": best["candidate"] if best else None, "candidates": rows}
+
+
+def parse_splits(text: str) -> list[tuple[int, int]]:
+    """"1P1D,1P2D" -> [(1, 1), (1, 2)]."""
+    out = []
+    for item in (s.strip().upper() for s in text.split(",") if s.strip()):
+        p, sep, d = item.rstrip("D").partition("P")
+        if not sep or not p.isdigit() or not d.isdigit() or not item.endswith("D") or int(p) < 1 or int(d) < 1:
+            raise ValueError(f"--splits {item!r}: expected xPyD, e.g. 1P1D,1P2D")
+        out.append((int(p), int(d)))
+    return out
+
+
+def break_even(base: ScenarioSpec, slos: dict[str, float], pair: tuple[Candidate, Candidate],
+               input_lens: list[int], rates: list[float]) -> dict[str, Any]:
+    """Over input length x request rate: each of two deployments' goodput per GPU, the winner and its margin
+    (winner's goodput per GPU / the other's - 1; None when the other's is 0). The sweep panel's break-even view."""
+    if len(input_lens) * len(rates) * 2 > MAX_CANDIDATES:
+        raise ValueError(f"{len(input_lens)} input lengths x {len(rates)} rates x 2 deployments: over "
+                         f"{MAX_CANDIDATES} runs")
+    cells = []
+    for n in input_lens:
+        for rate in rates:
+            spec = base.with_overrides({"workload.input_len": n})
+            rows = size(spec, rate, slos, list(pair))["candidates"]
+            per_gpu = [r.get("goodput_per_gpu") or 0.0 for r in rows]
+            win = 0 if per_gpu[0] >= per_gpu[1] else 1
+            lose = per_gpu[1 - win]
+            cells.append({"input_len": n, "request_rate": rate, "goodput_per_gpu": dict(zip(
+                [c.label for c in pair], per_gpu, strict=True)), "winner": pair[win].label,
+                "margin": round(per_gpu[win] / lose - 1.0, 4) if lose > 0 else None})
+    return {"slo": slos, "deployments": [c.label for c in pair], "cells": cells}

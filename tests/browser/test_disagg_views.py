@@ -1,0 +1,59 @@
+"""Issue 21 in headless Chromium: the disaggregated preset's tour lands on its moments; the KV transfers are a
+kv_transfer lane of the timeline; every request's TTFT (its first token with the KV, transfer_done) is counted."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+_spec = importlib.util.spec_from_file_location("tours", Path(__file__).with_name("test_tours.py"))
+assert _spec and _spec.loader
+tours = importlib.util.module_from_spec(_spec)
+sys.modules["tours"] = tours
+_spec.loader.exec_module(tours)
+
+L = "window.__layerscope"
+STORE = f"{L}.store"
+
+
+@pytest.mark.parametrize("name", ["pd-disaggregated-vs-colocated", "two-node-1p3d"])
+def test_disaggregated_tour_transfer_lane_and_ttft(page: Any, server_url: str, name: str) -> None:
+    tours.open_preset(page, server_url, name)
+    assert page.js(f"{STORE}.main.kernel.some(k => k.stream === 'kv_transfer')")
+    assert not page.js(f"{STORE}.runs.find(r => r.role === 'compare').kernel.some(k => k.stream === 'kv_transfer')")
+    lanes = page.js(f"{L}.views.timeline.lanes().map(l => l.name)")
+    decodes = page.js(f"{STORE}.main.summary.decode_instances")
+    assert "A prefill 0 · compute" in lanes and "A decode 0 · kv_transfer" in lanes, lanes  # pools' own lanes
+    assert {f"A decode {j} · compute" for j in range(decodes)} <= set(lanes)
+    assert not any("kv_transfer" in x for x in lanes if x.startswith("B ")), lanes
+    n = page.js(f"{STORE}.scenario.workload.num_requests")
+    page.wait(f"{L}.serving.lat.ttft.length === {n}", timeout_s=60)  # transfer_done gives each its first token
+    tours.walk(page, name)
+
+
+def test_break_even_view_in_the_sweep_panel(page: Any, server_url: str, tmp_path: Path) -> None:
+    """A `plan --break-even --json` file loaded in the sweep panel: a heatmap over input length x request rate,
+    each cell naming the winner (A or B) and its margin; hover gives both goodputs per GPU."""
+    a, b = "colocated tp8", "1P1D tp4"
+    cells = [{"input_len": n, "request_rate": r, "goodput_per_gpu": {a: ga, b: gb},
+              "winner": a if ga >= gb else b, "margin": round(max(ga, gb) / min(ga, gb) - 1, 4)}
+             for n, r, ga, gb in ((1000, 2.0, 0.25, 0.2), (1000, 8.0, 0.5, 0.6), (4000, 2.0, 0.2, 0.3),
+                                  (4000, 8.0, 0.3, 0.6))]
+    path = tmp_path / "be.json"
+    path.write_text(json.dumps({"slo": {"ttft": 1500.0, "tpot": 40.0}, "deployments": [a, b], "cells": cells}))
+    tours.open_preset(page, server_url, "pd-disaggregated-vs-colocated")
+    page.page.get_by_test_id("sweep-file").set_input_files(str(path))
+    page.wait("document.getElementById('sweep-plot').data?.[0]?.type === 'heatmap'")
+    trace = page.js("(() => { const t = document.getElementById('sweep-plot').data[0]; "
+                    "return {x: t.x, y: t.y, text: t.text, z: t.z}; })()")
+    assert trace["x"] == ["2", "8"] and trace["y"] == ["1000", "4000"]
+    assert trace["text"] == [["A +25%", "B +20%"], ["B +50%", "B +100%"]]
+    assert trace["z"][0][0] == pytest.approx(0.25) and trace["z"][1][1] == pytest.approx(-1.0)
+    assert "break-even" in page.js("document.getElementById('sweep-info').textContent")
+    assert page.problems == []
