@@ -1,4 +1,4 @@
-"""frontend/static/js/replicas.js under Node: lanes grouped by replica, one band per group, the node's GPU boxes."""
+"""frontend/static/js/replicagroups.js under Node: lanes grouped by replica, a band per group, the node's GPU boxes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-JS = Path(__file__).resolve().parents[2] / "frontend" / "static" / "js" / "replicas.js"
+JS = Path(__file__).resolve().parents[2] / "frontend" / "static" / "js" / "replicagroups.js"
 NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed (the browser tests cover the same code)")
 

@@ -13,7 +13,7 @@
 // when the engine idles waiting for arrivals, stay as they are), so TTFT / TPOT / ITL here are what
 // `vllm bench serve` would measure either way.
 
-import { insertLane } from "./replicas.js";
+import { insertLane } from "./replicagroups.js";
 
 // Where a step ends on the event clock: a whole-model step after its start, or one layer after it when the
 // engine spaces steps one layer apart (known once the next step arrives; until then, as the step before).
@@ -31,7 +31,7 @@ export class Request {
     this.input_len = e.input_len;
     this.output_len = e.output_len;
     this.arrive = e.t_us;
-    this.instance = e.instance || 0; // the replica that served it (deployment.replicas; replicas.js)
+    this.instance = e.instance || 0; // the replica that served it (deployment.replicas; replicagroups.js)
     this.frontMs = (e.frontend_us || 0) / 1e3; // tokenizer, HTTP, SSE: the client sees every token this much later
     this.firstToken = null; // timeline µs
     this.finished = null;

@@ -7,12 +7,12 @@
 import { STAGE_KIND, THEME } from "../colors.js";
 import { esc } from "../format.js";
 import { clearFieldErrors, showFieldError } from "../controls.js";
-import { addReplicaInputs, nodeDrawing } from "../replicas.js";
+import { addReplicaInputs, nodeDrawing } from "../replicagroups.js";
 
 const FIELDS = [
   ["tp", "number"], ["ep", "number"], ["weight_dtype", "select"], ["kv_dtype", "select"],
   ["gpu_memory_utilization", "number"], ["cuda_graphs", "checkbox"], ["max_model_len", "number"],
-  ["replicas", "number"], ["router", "select"], // issue 20: inputs added by replicas.js addReplicaInputs
+  ["replicas", "number"], ["router", "select"], // issue 20: inputs added by replicagroups.js addReplicaInputs
 ];
 // the slices of one GPU's memory, in the order vLLM's profile run accounts them
 const PARTS = [

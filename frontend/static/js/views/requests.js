@@ -9,7 +9,7 @@ import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout, runColor } from "../colo
 import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 import { PlotOverlay } from "./overlay.js";
-import { replicaBands, replicaColor, replicasOf } from "../replicas.js";
+import { replicaBands, replicaColor, replicasOf } from "../replicagroups.js";
 import { hideTip, showTip } from "./tip.js";
 
 const LABEL = {
@@ -258,7 +258,7 @@ export class RequestsView {
     }
     const shapes = s.axis.breaks().shapes;
     const annotations = [];
-    for (const { sv: v, row0 } of blocks) { // each replica's lanes marked in its colour (replicas.js)
+    for (const { sv: v, row0 } of blocks) { // each replica's lanes marked in its colour (replicagroups.js)
       const bands = replicaBands(v, row0);
       shapes.push(...bands.shapes);
       annotations.push(...bands.annotations);
