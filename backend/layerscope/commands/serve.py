@@ -78,6 +78,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # (a preset cached meanwhile, memo entries) kept most of the freed runs resident (345-372 MiB after 8 heavy
 # clients left, never under; ~240 MiB with malloc, whose free pages malloc_trim returns: bench/README.md, Hardening).
 SERVER_PYTHONMALLOC = "malloc"
+# ...and with one malloc arena: glibc gives each thread that allocates (the simulation and export workers) an arena of
+# its own, and the few objects left in each pin their pages; measured over 8 serving runs a viewer left, RSS settled
+# 22-38 MiB above the first run's with the default arenas, 0-4 MiB with one (bench/README.md, Hardening).
+SERVER_MALLOC_ARENA_MAX = "1"
 
 
 def use_system_malloc(argv: list[str]) -> list[str] | None:
@@ -104,7 +108,8 @@ def build_app(settings: Settings | None = None, simulate: Simulate | None = None
 
 def run(args: argparse.Namespace) -> int:
     if (again := use_system_malloc(sys.orig_argv)) is not None:
-        os.execve(again[0], again, {**os.environ, "PYTHONMALLOC": SERVER_PYTHONMALLOC})
+        env = {"MALLOC_ARENA_MAX": SERVER_MALLOC_ARENA_MAX, **os.environ, "PYTHONMALLOC": SERVER_PYTHONMALLOC}
+        os.execve(again[0], again, env)
     if args.scenario is not None:
         scn.load_preset(args.scenario)  # fail now, in one line, rather than in the browser
     settings = Settings.from_env(
