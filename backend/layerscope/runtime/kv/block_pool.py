@@ -160,6 +160,12 @@ class BlockPool:
         self.owner[bank, slot] = self.owner_id(name)
         self.logical[bank, slot] = logical
 
+    def retag_many(self, banks: np.ndarray, slots: np.ndarray, name: str, logical: int) -> None:
+        """Vectorized retag (a finished request's blocks the prefix cache keeps)."""
+        assert not np.any(self.owner[banks, slots] == FREE), "retag of a free slot"
+        self.owner[banks, slots] = self.owner_id(name)
+        self.logical[banks, slots] = logical
+
     def check(self) -> None:
         """Invariants: free counts match ownership; free slots carry no logical page."""
         free = self.owner == FREE

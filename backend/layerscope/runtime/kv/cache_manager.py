@@ -35,6 +35,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from layerscope.runtime.kv.allocator import KVAllocator, Migration
 from layerscope.runtime.request import Request
 
@@ -223,20 +225,18 @@ class KVCacheManager:
         self.num_cached_blocks.pop(rid, None)
         owner = f"req{rid}"
         released: list[tuple[int, int]] = []
-        kept: list[tuple[int, int]] = []
+        held: list[Block] = []  # blocks another request or the prefix cache keeps
         idle: list[Block] = []  # blocks no request uses any more, in eviction order
         for b in reversed(table):
             b.ref_cnt -= 1
             assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
-            where = (b.bank, b.slot)
             if b.ref_cnt == 0:
                 idle.append(b)
                 if b.block_hash is None:
-                    released.append(where)
+                    released.append((b.bank, b.slot))
                     continue
-            if self.pool.owner_name(int(self.pool.owner[where])) == owner:
-                self.pool.retag(b.bank, b.slot, CACHE_OWNER, 0)
-                kept.append(where)
+            held.append(b)
+        kept = self._keep(held, owner)
         if released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
         for b in idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
@@ -261,6 +261,20 @@ class KVCacheManager:
         return log
 
     # -- internals -------------------------------------------------------------------------------------------
+    def _keep(self, held: list[Block], owner: str) -> list[tuple[int, int]]:
+        """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache
+        (in one vectorised retag); their (bank, slot), in order."""
+        oid = self.pool._owner_ids.get(owner)
+        if not held or oid is None:
+            return []
+        banks = np.fromiter((b.bank for b in held), np.int64, len(held))
+        slots = np.fromiter((b.slot for b in held), np.int64, len(held))
+        mine = self.pool.owner[banks, slots] == oid
+        if not mine.any():
+            return []
+        self.pool.retag_many(banks[mine], slots[mine], CACHE_OWNER, 0)
+        return [(b.bank, b.slot) for b, m in zip(held, mine.tolist(), strict=True) if m]
+
     def _uncache(self, where: tuple[int, int]) -> Block:
         """An unused cached block leaves the cache (BlockPool._maybe_evict_cached_block) and the pool."""
         b = self.evictable.pop(where)
