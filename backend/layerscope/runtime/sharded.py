@@ -194,11 +194,10 @@ class ShardedRuntime(RuntimePlan):
         n = self.dep.tp
         if n == 1:
             return kernels
-        at: dict[int, str] = {}  # index of the last kernel of each reduced stage -> its all-reduce's stage
-        for i in range(len(kernels) - 1, -1, -1):
-            reduced = REDUCED_AFTER.get(kernels[i].stage)
-            if reduced is not None and reduced not in at.values():
-                at[i] = reduced
+        stages = [k.stage for k in kernels]
+        backwards, last = stages[::-1], len(stages) - 1
+        # index of the last kernel of each reduced stage -> its all-reduce's stage (C-speed scans, no Python walk)
+        at = {last - backwards.index(s): reduced for s, reduced in REDUCED_AFTER.items() if s in stages}
         out = list(kernels)
         for i in sorted(at, reverse=True):  # from the back, so earlier indices stay put
             out.insert(i + 1, self._all_reduce_kernel(model, tokens, at[i]))
