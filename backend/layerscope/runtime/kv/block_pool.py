@@ -102,14 +102,16 @@ class BlockPool:
     # -- mutations --------------------------------------------------------------------------
     def take(self, name: str, bank: int, slot: int, logical: int) -> None:
         self._check_slot(bank, slot)
-        if self.owner[bank, slot] != FREE:
-            held = self.owner_name(int(self.owner[bank, slot]))
-            raise ValueError(f"(bank {bank}, slot {slot}) is already owned by {held!r}")
-        self.owner[bank, slot] = self.owner_id(name)
+        owner = self.owner
+        held = owner.item(bank, slot)  # a Python int: cheaper to compare than a numpy scalar
+        if held != FREE:
+            raise ValueError(f"(bank {bank}, slot {slot}) is already owned by {self.owner_name(held)!r}")
+        owner[bank, slot] = self.owner_id(name)
         self.logical[bank, slot] = logical
-        self.num_free_per_bank[bank] -= 1
+        free = self.num_free_per_bank
+        free[bank] -= 1
         self._num_free -= 1
-        assert self.num_free_per_bank[bank] >= 0, f"bank {bank} free count went negative"
+        assert free[bank] >= 0, f"bank {bank} free count went negative"
 
     def take_many(self, name: str, banks: np.ndarray, slots: np.ndarray, logical: np.ndarray) -> None:
         """Vectorized take for slots known to be free (tenant fill, hint reservation)."""

@@ -93,9 +93,13 @@ def hash_blocks(req: Request, bs: int) -> None:
     """Hashes of the request's full blocks of known tokens (prompt, then sampled output), kept on the request
     (vLLM's request.block_hashes)."""
     hashes = req.block_hashes
-    for i in range(len(hashes), req.num_tokens // bs):
+    full = (req.input_len + req.num_output_tokens) // bs  # req.num_tokens: called once per filled block
+    if len(hashes) >= full:
+        return
+    tokens = req.token_ids
+    for i in range(len(hashes), full):
         parent = hashes[-1] if hashes else ROOT_HASH
-        hashes.append(block_hash(parent, req.token_ids[i * bs : (i + 1) * bs].tobytes()))
+        hashes.append(block_hash(parent, tokens[i * bs : (i + 1) * bs].tobytes()))
 
 
 class KVCacheManager:
@@ -203,11 +207,11 @@ class KVCacheManager:
         if not self.prefix_caching:
             return
         rid = req.request_id
-        table = self.req_to_blocks.get(rid, [])
-        full = min(num_tokens, req.num_tokens) // self.block_size
+        full = min(num_tokens, req.input_len + req.num_output_tokens) // self.block_size  # at most its known tokens
         done = self.num_cached_blocks.get(rid, 0)
         if full <= done:
             return
+        table = self.req_to_blocks.get(rid, [])
         hash_blocks(req, self.block_size)
         hashes = req.block_hashes
         for i in range(done, min(full, len(table))):

@@ -59,7 +59,7 @@ class FreeQueueAllocator(KVAllocator):
         if self.hints.get(owner) or n < 1:
             return super().allocate(owner, n, phase)
         if n == 1:  # a decode's next block, most allocations of a serving run: the base loop without its bookkeeping
-            table = self.table(owner)
+            table = self.tables.setdefault(owner, [])  # self.table(owner), without the call
             where = self._pop()
             if where is None:
                 return None
