@@ -42,6 +42,10 @@ class BlockPool:
             self._owner_names.append(name)
         return self._owner_ids[name]
 
+    def known_owner_id(self, name: str) -> int | None:
+        """The owner's id if it ever took a slot, else None (no id is made for it)."""
+        return self._owner_ids.get(name)
+
     def owner_name(self, oid: int) -> str:
         return self._owner_names[oid]
 

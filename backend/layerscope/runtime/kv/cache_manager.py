@@ -268,7 +268,7 @@ class KVCacheManager:
     def _keep(self, held: list[Block], owner: str) -> list[tuple[int, int]]:
         """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache
         (in one vectorised retag); their (bank, slot), in order."""
-        oid = self.pool._owner_ids.get(owner)
+        oid = self.pool.known_owner_id(owner)
         if not held or oid is None:
             return []
         banks = np.fromiter((b.bank for b in held), np.int64, len(held))
