@@ -236,6 +236,7 @@ class CostModel:
         self.stream_eff = gpu.stream_eff if measured and tiled else 1.0
         self.prefill_floor_us = PREFILL_ATTENTION_FLOOR_US[gpu.arch] if measured and tiled else 0.0
         self._analytic: dict[Kernel, KernelCost] = {}  # an OpPart's siblings, priced once
+        self._group_shares: dict[int, tuple[tuple[Kernel, ...], list[float]]] = {}  # id(OpPart.kernels) -> shares
         self.constants = constants
         self.tiled = tiled  # False: plain FLOPs / peak (the naive roofline)
         # the Triton fused_moe kernel's own figures; the plain roofline prices it as any GEMM
@@ -306,7 +307,7 @@ class CostModel:
 
     # -- the kernel's time -----------------------------------------------------------------------------
     def cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
-        analytic = self.analytic_cost(kernel, env)
+        analytic, hbm = self._analytic_and_hbm(kernel, env)
         if not self.measured or kernel.op is None:
             return analytic
         part = kernel.op if isinstance(kernel.op, OpPart) else None
@@ -315,8 +316,7 @@ class CostModel:
             return analytic
         us, parts = hit.us, {**analytic.parts, "analytic_us": analytic.time_us, **hit.parts}
         if part is not None:
-            shares = [self._analytic_plain(k).time_us for k in part.kernels]
-            share = shares[part.index] / sum(shares) if sum(shares) > 0 else 1.0 / len(shares)
+            share = self._shares(part.kernels)[part.index]
             us *= share
             parts["share"] = share
         if env != DEFAULT_ENV:  # contention, cold L2: the analytic model's slowdown applied to the measured time
@@ -324,10 +324,22 @@ class CostModel:
             us *= analytic.time_us / plain if plain > 0 else 1.0
         # a collective's fixed_us is its analytic price; any other kernel's is a cost the plan adds on top
         time_us = us + env.extra_us + (0.0 if kernel.kind == "collective" else kernel.fixed_us)
-        _, hbm = self.memory_us(kernel, env)
         hbm_util = hbm / (time_us * 1e-6) / self.gpu.hbm_bw if time_us > 0 else 0.0
         return KernelCost(kernel=kernel, time_us=time_us, bound=analytic.bound, hbm_util=min(1.0, max(0.0, hbm_util)),
                           l2_hit=analytic.l2_hit, parts=parts, source="measured", table=hit.table)
+
+    def _shares(self, kernels: tuple[Kernel, ...]) -> list[float]:
+        """Each kernel's share of the op that times them together: its analytic time over theirs. Memoised by the
+        group (its OpParts share one tuple), so siblings are priced once, not once per sibling."""
+        hit = self._group_shares.get(id(kernels))
+        if hit is None or hit[0] is not kernels:
+            times = [self._analytic_plain(k).time_us for k in kernels]
+            total = sum(times)
+            shares = [t / total for t in times] if total > 0 else [1.0 / len(times)] * len(times)
+            if len(self._group_shares) >= ANALYTIC_MEMO:  # bounded, as the analytic prices
+                self._group_shares.clear()
+            hit = self._group_shares[id(kernels)] = (kernels, shares)  # holds the group: its id is not reused
+        return hit[1]
 
     def _analytic_plain(self, k: Kernel) -> KernelCost:
         c = self._analytic.get(k)
@@ -339,6 +351,10 @@ class CostModel:
 
     def analytic_cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
         """The roofline's price, whatever tables exist (source "analytic")."""
+        return self._analytic_and_hbm(kernel, env)[0]
+
+    def _analytic_and_hbm(self, kernel: Kernel, env: CostEnv) -> tuple[KernelCost, float]:
+        """analytic_cost and the HBM bytes it streams (a measured price's HBM utilisation reads them too)."""
         c = self.constants
         compute = self.compute_us(kernel)
         memory, hbm_bytes = self.memory_us(kernel, env)
@@ -368,7 +384,7 @@ class CostModel:
                 "fixed_us": kernel.fixed_us,
                 "extra_us": env.extra_us,
             },
-        )
+        ), hbm_bytes
 
     def total_us(self, kernels: list[Kernel], env: CostEnv = DEFAULT_ENV) -> float:
         return sum(self.cost(k, env).time_us for k in kernels)

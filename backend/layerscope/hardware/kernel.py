@@ -141,6 +141,20 @@ class Kernel:
     # kernels that op times together
     op: Op | OpPart | None = None
 
+    def evolve(self, **changes: object) -> Kernel:
+        """dataclasses.replace(self, **changes) without its per-call walk over the fields (a plan builds thousands
+        of kernels a run): Kernel has no __post_init__ and every field is an init field."""
+        if not changes.keys() <= _KERNEL_FIELDS:
+            raise TypeError(f"Kernel has no field {sorted(changes.keys() - _KERNEL_FIELDS)}")
+        new = object.__new__(Kernel)
+        fields = new.__dict__
+        fields.update(self.__dict__)
+        fields.update(changes)
+        return new
+
+
+_KERNEL_FIELDS = frozenset(Kernel.__dataclass_fields__)
+
 
 @dataclass(frozen=True)
 class CostEnv:

@@ -104,9 +104,10 @@ class ServingMetrics:
             out.append(r)
         return out
 
-    def samples(self) -> dict[str, list[float] | np.ndarray]:
-        """TTFT, TPOT, ITL and E2EL of the finished requests in ms, as `vllm bench serve` defines them."""
-        done = self.finished_requests()
+    def samples(self, done: list[_Req] | None = None) -> dict[str, list[float] | np.ndarray]:
+        """TTFT, TPOT, ITL and E2EL of the finished requests in ms, as `vllm bench serve` defines them (`done`:
+        finished_requests(), when the caller has it)."""
+        done = self.finished_requests() if done is None else done
         ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
         e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
         tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True)
@@ -115,10 +116,10 @@ class ServingMetrics:
                                          if done else [])
         return {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}
 
-    def per_request(self) -> dict[str, list[float]]:
+    def per_request(self, done: list[_Req] | None = None) -> dict[str, list[float]]:
         """TTFT, TPOT and E2EL in ms per finished request, aligned (TPOT 0 for one output token: vLLM's
         `all_tpots`), what --goodput judges."""
-        done = self.finished_requests()
+        done = self.finished_requests() if done is None else done
         ttft = [(r.token_us[0] - r.arrive_us) / 1000.0 for r in done]
         e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
         tpot = [(e - t) / (len(r.token_us) - 1) if len(r.token_us) > 1 else 0.0
@@ -128,8 +129,8 @@ class ServingMetrics:
     def figures(self, slos: Mapping[Any, float] | None = None) -> dict[str, float | int]:
         """`slos` (ms per metric, --goodput): adds request_goodput and each SLO's attainment."""
         reqs = self.reqs
-        done = self.finished_requests()
-        samples = self.samples()
+        done = self.finished_requests()  # once: it shifts every token time by the request's frontend time
+        samples = self.samples(done)
         start = min((r.arrive_us for r in reqs.values()), default=0.0)
         end = max((r.finished_us for r in done if r.finished_us is not None), default=start)
         duration = (end - start) / 1e6
@@ -150,7 +151,7 @@ class ServingMetrics:
                 out[f"{stat}_{name}_ms"] = _stat(values, q)
         out["num_preemptions"] = self.preemptions
         if slos:
-            out.update(goodput_figures(self.per_request(), slos, duration))
+            out.update(goodput_figures(self.per_request(done), slos, duration))
         return out
 
 

@@ -74,7 +74,8 @@ class Scheduler:
         for r in self.running:
             c, o = r.num_computed_tokens, r.num_output_tokens
             if o and r.input_len + o - c == 1:
-                if budget > 0 and c < len(tables[r.request_id]) * bs:
+                # its table holds blocks for its c computed tokens, so a token not at a block boundary fits them
+                if budget > 0 and (c % bs or c < len(tables[r.request_id]) * bs):
                     plain(r)  # fits its last block: most steps
                     plain_ctx(c)
                     budget -= 1

@@ -213,7 +213,7 @@ class ServingInstance(Instance):
         kernels = self.plan.step_kernels(self.model, batch)
         layer_us = self.timing.launch(kernels, t, "prefill" if prefill else "decode", step=self.num_steps) - t
         outside_us = self._outside_us(self.plan.outside_layer_kernels(self.model, batch))
-        model_scope_us = sum(self.timing.cost(k).time_us for k in kernels if k.scope == "model")
+        model_scope_us = sum(self.timing.cost(k).time_us for k in [k for k in kernels if k.scope == "model"])
         model_us = self.model_step_us(layer_us, model_scope_us, outside_us, once_us)
         self._step_ids = None
         if self.recorder.keeps:

@@ -21,7 +21,7 @@ hardware/collectives.py.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from operator import itemgetter
 
 from layerscope.deployment import DeploymentSpec, shard
@@ -194,11 +194,10 @@ class ShardedRuntime(RuntimePlan):
         n = self.dep.tp
         if n == 1:
             return kernels
-        at: dict[int, str] = {}  # index of the last kernel of each reduced stage -> its all-reduce's stage
-        for i in range(len(kernels) - 1, -1, -1):
-            reduced = REDUCED_AFTER.get(kernels[i].stage)
-            if reduced is not None and reduced not in at.values():
-                at[i] = reduced
+        stages = [k.stage for k in kernels]
+        backwards, last = stages[::-1], len(stages) - 1
+        # index of the last kernel of each reduced stage -> its all-reduce's stage (C-speed scans, no Python walk)
+        at = {last - backwards.index(s): reduced for s, reduced in REDUCED_AFTER.items() if s in stages}
         out = list(kernels)
         for i in sorted(at, reverse=True):  # from the back, so earlier indices stay put
             out.insert(i + 1, self._all_reduce_kernel(model, tokens, at[i]))
@@ -226,7 +225,7 @@ class ShardedRuntime(RuntimePlan):
             hit = floored.get(id(k))
             if hit is None or hit[0] is not k:
                 t = self.price(k).time_us
-                f = replace(k, fixed_us=k.fixed_us + EAGER_LAUNCH_FLOOR_US - t) if t < EAGER_LAUNCH_FLOOR_US else k
+                f = k.evolve(fixed_us=k.fixed_us + EAGER_LAUNCH_FLOOR_US - t) if t < EAGER_LAUNCH_FLOOR_US else k
                 hit = floored[id(k)] = (k, f)  # holds k, so its id is not reused meanwhile
             out.append(hit[1])
         return out
@@ -277,7 +276,7 @@ def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | No
     ks.append(Kernel("rms_norm_kernel", "final_norm", "norm", 4.0 * tokens * h, 2 * act + 2 * h,
                      shapes=f"[{tokens},{h}]", ctas=tokens, scope="model"))
     w = "bf16"  # the FP8 checkpoint keeps lm_head in bf16
-    ks += [replace(k, scope="model") for k in linear(w, "lm_head", seqs, v_local, h)]
+    ks += [k.evolve(scope="model") for k in linear(w, "lm_head", seqs, v_local, h)]
     if tp > 1:
         logits = seqs * v * ACT_BYTES
         cost = all_gather_us(gpu, tp, logits)

@@ -103,7 +103,8 @@ class Timing:
                 c = self.cost(k, env(k))
                 fields = self._event_fields(c)
             stream = k.stream
-            start = max(dep, streams.get(stream, 0.0))
+            free = streams.get(stream, 0.0)
+            start = free if free > dep else dep  # max(dep, free), without the call
             if emit is not None:
                 emit(_kernel_event(fields, phase, start, chunk, step))
             finish = start + c.time_us

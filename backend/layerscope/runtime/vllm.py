@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
 
 from layerscope.hardware.cost import (
     attention_flops,
@@ -94,6 +93,11 @@ class VllmRuntime(RuntimePlan):
             raise ValueError("a step needs at least one sequence")
         prefills: list[tuple[int, int]] = []
         num_decodes = decode_ctx = tokens = 0
+        news, contexts = zip(*batch, strict=True)
+        if min(news) == 1 == max(news) and min(contexts) > 0:  # decodes only (most steps): no walk in Python
+            num_decodes = tokens = len(batch)
+            decode_ctx = sum(contexts) + num_decodes  # each reads its context and its own new token
+            batch = []
         for n, ctx in batch:
             if n < 1 or ctx < 0:
                 _check(n, ctx)
@@ -247,7 +251,7 @@ def decode_attention_kernel(arch: str, batch: int, ctx: int, total_ctx: int, q_h
     """The paged decode vLLM runs on this architecture, measured as generation attention at the mean length."""
     k = paged_decode_kernel(batch, ctx, total_ctx, q_heads, kv_heads, head_dim, DTYPE_BYTES[kv_dtype])
     op = DecodeAttentionOp(batch, max(1, round(total_ctx / batch)), q_heads, kv_heads, head_dim, kv_dtype)
-    return replace(k, name=ATTENTION_KERNELS[arch][1], op=op)
+    return k.evolve(name=ATTENTION_KERNELS[arch][1], op=op)
 
 
 def paged_decode_kernel(batch: int, ctx: int, total_ctx: int, q_heads: int, kv_heads: int, head_dim: int,

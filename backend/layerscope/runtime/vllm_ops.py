@@ -4,8 +4,6 @@ and the grouping of kernels one measured op times together."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from layerscope.hardware.kernel import GemmOp, Kernel, MoeOp, OpPart
 from layerscope.model.config import DTYPE_BYTES
 from layerscope.runtime.plan import ACT_BYTES, gemm_kernel
@@ -22,9 +20,9 @@ def measured_together(op: GemmOp | MoeOp, kernels: list[Kernel]) -> list[Kernel]
     """Kernels one measured op times together: each carries the op and its place among them (hardware/kernel.py
     OpPart); a single kernel carries the op itself."""
     if len(kernels) == 1:
-        return [replace(kernels[0], op=op)]
+        return [kernels[0].evolve(op=op)]
     group = tuple(kernels)
-    return [replace(k, op=OpPart(op, group, i)) for i, k in enumerate(kernels)]
+    return [k.evolve(op=OpPart(op, group, i)) for i, k in enumerate(kernels)]
 
 
 def linear(w: str, stage: str, t: int, n: int, k: int) -> list[Kernel]:

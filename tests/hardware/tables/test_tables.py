@@ -19,7 +19,7 @@ from layerscope.hardware.kernel import (
     MoeOp,
 )
 from layerscope.hardware.routing import busiest_rank_share, parse_routing
-from layerscope.hardware.tables import FP8_PROXY_SYSTEMS
+from layerscope.hardware.tables import FP8_PROXY_SYSTEMS, HOST_BOUND
 from layerscope.hardware.tables.validation import all_held_out, fp8_proxy_ratios, held_out
 
 KIB, MIB = 1024, 1024**2
@@ -144,3 +144,38 @@ def test_a_chunk_over_a_cached_prefix_reads_the_fresh_prompt_of_equal_work() -> 
 def test_a_table_the_record_names_but_the_package_lacks_raises() -> None:
     with pytest.raises(tables.MissingTable, match="no measured gemm table rtx_9000/gemm.csv.gz"):
         tables.price_on("rtx_9000", GemmOp(1024, 4096, 4096))
+
+
+def _host_bound_by_scan(system: str, op: GemmOp, us: float) -> bool:
+    """host_bound as first written: every shape of the table scanned for the (n, k) bracketing the wanted one."""
+    t = tables.table(system, "gemm")
+    axes = t.grid.axes((op.dtype,))
+    if axes is None:
+        return False
+
+    def near(nk: tuple[float, ...]) -> bool:
+        for v, w, axis in zip(nk, (float(op.n), float(op.k)), axes[1:], strict=True):
+            lo = max((a for a in axis if a <= w), default=None)
+            hi = min((a for a in axis if a >= w), default=None)
+            if v not in (lo, hi):
+                return False
+        return True
+
+    lows = [v for (key, nk), v in t.min_us.items() if key == (op.dtype,) and near(nk)]
+    return us < HOST_BOUND * max(lows, default=0.0)
+
+
+def test_host_bound_reads_the_bracketing_shapes_as_a_scan_of_the_whole_table_would() -> None:
+    t = tables.table("h200_sxm", "gemm")
+    _, ns, ks = t.grid.axes(("fp8_block",))
+    shapes = [(ns[0], ks[0]), (ns[-1], ks[-1]), (ns[0] - 1, ks[1]), (ns[-1] + 7, ks[0] + 3),
+              ((ns[0] + ns[1]) / 2, (ks[1] + ks[2]) / 2), (ns[2], (ks[0] + ks[1]) / 2)]
+    floors = [v for (key, _), v in t.min_us.items() if key == ("fp8_block",)]
+    seen = set()
+    for n, k in shapes:
+        for us in (min(floors), float(np.median(floors)), max(floors) * 2):
+            op = GemmOp(8, int(n), int(k), "fp8_block")
+            got = tables.host_bound("h200_sxm", op, us)
+            assert got == _host_bound_by_scan("h200_sxm", op, us), (n, k, us)
+            seen.add(got)
+    assert seen == {True, False}  # both answers were exercised

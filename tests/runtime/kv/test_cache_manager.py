@@ -169,3 +169,40 @@ def test_a_multi_block_grant_takes_the_queue_head_in_order_and_a_short_one_chang
     assert alloc.allocate("req1", 3, "prefill") is None, "two free blocks left"
     assert list(alloc.free_queue) == queue and pool.num_free == 2 and "req1" not in pool._owner_ids
     pool.check()
+
+
+def test_a_finished_request_hands_only_its_own_kept_slots_to_the_cache() -> None:
+    m = _mgr(banks=1, per_bank=8)
+    prefix = list(range(8))  # two full blocks, cached when allocated
+    a = _req(0, prefix + [70])
+    m.allocate_slots(a, 9)
+    a.num_computed_tokens = 9
+    b = _req(1, prefix + [80])
+    hits = m.get_computed_blocks(b)
+    m.allocate_slots(b, 1, hits)  # shares a's two cached blocks, adds its own third
+    released = m.free(a)  # a's third block is unhashed: released; its two cached blocks stay (b holds them)
+    assert released == [(0, 2)]
+    assert [m.pool.owner_name(int(m.pool.owner[0, s])) for s in (0, 1)] == [CACHE_OWNER, CACHE_OWNER]
+    assert m.drain_log()[-1] == ("keep", 0, [(0, 1), (0, 0)])  # tail first
+    b.num_computed_tokens = 9
+    m.free(b)  # b never owned the shared slots: nothing of theirs is kept again under its name
+    assert m.drain_log() == [("free", 1, [(0, 3)])]
+    assert [m.pool.owner_name(int(m.pool.owner[0, s])) for s in (0, 1)] == [CACHE_OWNER, CACHE_OWNER]
+    m.pool.check()
+
+
+def test_the_manager_and_its_free_queue_are_freed_without_the_cyclic_collector() -> None:
+    import gc
+    import weakref
+
+    m = _mgr()
+    m.allocate_slots(_req(0, list(range(10))), 10)
+    gone = weakref.ref(m)
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        del m
+        assert gone() is None  # no reference cycle through the queue's reclaim hook: reference counting frees it
+    finally:
+        if was:
+            gc.enable()

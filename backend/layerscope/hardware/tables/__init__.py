@@ -29,9 +29,11 @@ Per op, what is looked up (times in microseconds, sizes in bytes, converted by t
 
 from __future__ import annotations
 
+import bisect
 import csv
 import functools
 import gzip
+import itertools
 import json
 import math
 import operator
@@ -202,22 +204,30 @@ def _gemm(system: str, op: GemmOp) -> Measured | None:
 def host_bound(system: str, op: GemmOp, us: float) -> bool:
     """Whether an eager block-fp8 row is within HOST_BOUND of the fastest row of the (n, k) it lies between."""
     t = table(system, "gemm")
-    x = (float(op.n), float(op.k))
-    lows = [v for (key, nk), v in t.min_us.items() if key == (op.dtype,) and _near(nk, x, t.grid, key)]
+    key = (op.dtype,)
+    axes = t.grid.axes(key)
+    if axes is None:
+        return False
+    fastest = _fastest_by_shape(system, key)
+    # the measured (n, k) bracketing the wanted one: on each axis the nearest value at or below it and at or above
+    want = (float(op.n), float(op.k))
+    near = [{a for a in _bracket(axis, w) if a is not None} for axis, w in zip(axes[1:], want, strict=True)]
+    lows = [fastest[nk] for nk in itertools.product(*near) if nk in fastest]
     return us < HOST_BOUND * max(lows, default=0.0)
 
 
-def _near(nk: tuple[float, ...], want: tuple[float, ...], grid: Grid, key: tuple) -> bool:
-    """Whether a measured (n, k) is one of the grid points bracketing the wanted (n, k)."""
-    axes = grid.axes(key)
-    if axes is None:
-        return False
-    for v, w, axis in zip(nk, want, axes[1:], strict=True):
-        lo = max((a for a in axis if a <= w), default=None)
-        hi = min((a for a in axis if a >= w), default=None)
-        if v not in (lo, hi):
-            return False
-    return True
+def _bracket(axis: tuple[float, ...], w: float) -> tuple[float | None, float | None]:
+    """The largest axis value <= w and the smallest >= w (None where there is none); the axis is ascending."""
+    i = bisect.bisect_left(axis, w)
+    hi = axis[i] if i < len(axis) else None
+    lo = hi if hi == w else (axis[i - 1] if i > 0 else None)
+    return lo, hi
+
+
+@functools.cache
+def _fastest_by_shape(system: str, key: tuple) -> dict[tuple, float]:
+    """One key's fastest row per (n, k): min_us without a scan of every key's shapes per lookup."""
+    return {nk: v for (k, nk), v in table(system, "gemm").min_us.items() if k == key}
 
 
 def _moe(system: str, op: MoeOp) -> Measured | None:

@@ -42,6 +42,10 @@ class BlockPool:
             self._owner_names.append(name)
         return self._owner_ids[name]
 
+    def known_owner_id(self, name: str) -> int | None:
+        """The owner's id if it ever took a slot, else None (no id is made for it)."""
+        return self._owner_ids.get(name)
+
     def owner_name(self, oid: int) -> str:
         return self._owner_names[oid]
 
@@ -102,14 +106,16 @@ class BlockPool:
     # -- mutations --------------------------------------------------------------------------
     def take(self, name: str, bank: int, slot: int, logical: int) -> None:
         self._check_slot(bank, slot)
-        if self.owner[bank, slot] != FREE:
-            held = self.owner_name(int(self.owner[bank, slot]))
-            raise ValueError(f"(bank {bank}, slot {slot}) is already owned by {held!r}")
-        self.owner[bank, slot] = self.owner_id(name)
+        owner = self.owner
+        held = owner.item(bank, slot)  # a Python int: cheaper to compare than a numpy scalar
+        if held != FREE:
+            raise ValueError(f"(bank {bank}, slot {slot}) is already owned by {self.owner_name(held)!r}")
+        owner[bank, slot] = self.owner_id(name)
         self.logical[bank, slot] = logical
-        self.num_free_per_bank[bank] -= 1
+        free = self.num_free_per_bank
+        free[bank] -= 1
         self._num_free -= 1
-        assert self.num_free_per_bank[bank] >= 0, f"bank {bank} free count went negative"
+        assert free[bank] >= 0, f"bank {bank} free count went negative"
 
     def take_many(self, name: str, banks: np.ndarray, slots: np.ndarray, logical: np.ndarray) -> None:
         """Vectorized take for slots known to be free (tenant fill, hint reservation)."""
@@ -159,6 +165,12 @@ class BlockPool:
         assert self.owner[bank, slot] != FREE, f"retag of free (bank {bank}, slot {slot})"
         self.owner[bank, slot] = self.owner_id(name)
         self.logical[bank, slot] = logical
+
+    def retag_many(self, banks: np.ndarray, slots: np.ndarray, name: str, logical: int) -> None:
+        """Vectorized retag (a finished request's blocks the prefix cache keeps)."""
+        assert not np.any(self.owner[banks, slots] == FREE), "retag of a free slot"
+        self.owner[banks, slots] = self.owner_id(name)
+        self.logical[banks, slots] = logical
 
     def check(self) -> None:
         """Invariants: free counts match ownership; free slots carry no logical page."""

@@ -35,6 +35,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
+
 from layerscope.runtime.kv.allocator import KVAllocator, Migration
 from layerscope.runtime.request import Request
 
@@ -91,9 +93,13 @@ def hash_blocks(req: Request, bs: int) -> None:
     """Hashes of the request's full blocks of known tokens (prompt, then sampled output), kept on the request
     (vLLM's request.block_hashes)."""
     hashes = req.block_hashes
-    for i in range(len(hashes), req.num_tokens // bs):
+    full = (req.input_len + req.num_output_tokens) // bs  # req.num_tokens: called once per filled block
+    if len(hashes) >= full:
+        return
+    tokens = req.token_ids
+    for i in range(len(hashes), full):
         parent = hashes[-1] if hashes else ROOT_HASH
-        hashes.append(block_hash(parent, req.token_ids[i * bs : (i + 1) * bs].tobytes()))
+        hashes.append(block_hash(parent, tokens[i * bs : (i + 1) * bs].tobytes()))
 
 
 class KVCacheManager:
@@ -201,11 +207,11 @@ class KVCacheManager:
         if not self.prefix_caching:
             return
         rid = req.request_id
-        table = self.req_to_blocks.get(rid, [])
-        full = min(num_tokens, req.num_tokens) // self.block_size
+        full = min(num_tokens, req.input_len + req.num_output_tokens) // self.block_size  # at most its known tokens
         done = self.num_cached_blocks.get(rid, 0)
         if full <= done:
             return
+        table = self.req_to_blocks.get(rid, [])
         hash_blocks(req, self.block_size)
         hashes = req.block_hashes
         for i in range(done, min(full, len(table))):
@@ -223,20 +229,18 @@ class KVCacheManager:
         self.num_cached_blocks.pop(rid, None)
         owner = f"req{rid}"
         released: list[tuple[int, int]] = []
-        kept: list[tuple[int, int]] = []
+        held: list[Block] = []  # blocks another request or the prefix cache keeps
         idle: list[Block] = []  # blocks no request uses any more, in eviction order
         for b in reversed(table):
             b.ref_cnt -= 1
             assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
-            where = (b.bank, b.slot)
             if b.ref_cnt == 0:
                 idle.append(b)
                 if b.block_hash is None:
-                    released.append(where)
+                    released.append((b.bank, b.slot))
                     continue
-            if self.pool.owner_name(int(self.pool.owner[where])) == owner:
-                self.pool.retag(b.bank, b.slot, CACHE_OWNER, 0)
-                kept.append(where)
+            held.append(b)
+        kept = self._keep(held, owner)
         if released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
         for b in idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
@@ -261,6 +265,20 @@ class KVCacheManager:
         return log
 
     # -- internals -------------------------------------------------------------------------------------------
+    def _keep(self, held: list[Block], owner: str) -> list[tuple[int, int]]:
+        """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache
+        (in one vectorised retag); their (bank, slot), in order."""
+        oid = self.pool.known_owner_id(owner)
+        if not held or oid is None:
+            return []
+        banks = np.fromiter((b.bank for b in held), np.int64, len(held))
+        slots = np.fromiter((b.slot for b in held), np.int64, len(held))
+        mine = self.pool.owner[banks, slots] == oid
+        if not mine.any():
+            return []
+        self.pool.retag_many(banks[mine], slots[mine], CACHE_OWNER, 0)
+        return [(b.bank, b.slot) for b, m in zip(held, mine.tolist(), strict=True) if m]
+
     def _uncache(self, where: tuple[int, int]) -> Block:
         """An unused cached block leaves the cache (BlockPool._maybe_evict_cached_block) and the pool."""
         b = self.evictable.pop(where)
