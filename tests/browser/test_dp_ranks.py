@@ -58,9 +58,9 @@ def test_the_timeline_keeps_the_slowest_and_median_rank_and_unfolds_every_rank(p
     ranks = sorted({n.split(" · ")[0] for n in lanes if n.startswith("A rank ")})
     assert len(ranks) == 2 and "A 6 ranks folded" in lanes  # the slowest and the median of eight
     assert any(n.startswith("B ") and "rank" not in n for n in lanes)  # the compare run's one engine, unfolded
-    # the slowest kept is the rank with the most kernel time, computed here from the run's kernels
-    busy = page.js(f"(() => {{ const b = {{}}; for (const k of {STORE}.main.kernel)"
-                   " b[k.instance] = (b[k.instance] || 0) + k.dur_us; return b; })()")
+    # the slowest kept is the rank busiest over the lockstep steps, summed here from the run's dp_step events
+    busy = page.js(f"(() => {{ const b = {{}}; for (const e of {STORE}.main.dp_step)"
+                   " e.busy_us.forEach((v, r) => {{ b[r] = (b[r] || 0) + v; }}); return b; })()")
     slowest = max(busy, key=lambda i: (busy[i], -int(i)))
     ticks = page.js(f"{TIMELINE}.layout.yaxis.ticktext")
     assert any(f"A rank {slowest} · " in t and "(slowest)" in t for t in ticks)
@@ -127,4 +127,21 @@ def test_the_deployment_card_draws_the_ranks_and_its_form_sets_dp_and_nodes(page
               "document.querySelectorAll('[data-testid=replica-node] .replica-gpus i[data-replica=\"\"]').length === 4",
               timeout_s=120)
     assert page.js(f"{STORE}.scenario.deployment.all2all_backend") == "pplx"
+    assert page.problems == []
+
+
+def test_sixteen_ranks_on_two_nodes_open_folded_and_on_one_ranks_steps(page, server_url: str) -> None:
+    open_preset(page, server_url, "two-nodes-wide-ep")
+    page.wait(f"({TIMELINE}.layout || {{}}).yaxis && "
+              f"{TIMELINE}.layout.yaxis.categoryarray.includes('A 14 ranks folded')", timeout_s=60)
+    # the step composition opens on one rank of sixteen (rows for all of them on request)
+    page.wait(f"({STEPMIX}.data || []).some(t => t.meta === 'rank 0 prefill')", timeout_s=60)
+    assert page.page.get_by_test_id("stepmix-instance").input_value() == "0"
+    assert not page.js(f"{STEPMIX}.data.some(t => t.meta.startsWith('rank 1 '))")
+    page.page.get_by_test_id("stepmix-instance").select_option("all")
+    page.wait(f"{STEPMIX}.data.some(t => t.meta === 'rank 15 prefill')")
+    # the deployment card: two rows of eight GPUs, one DP rank each
+    rows = page.js("[...document.querySelectorAll('[data-testid=replica-node] .replica-row')]"
+                   ".map(r => [r.querySelector('.node-name').textContent, r.querySelectorAll('i').length])")
+    assert rows == [["node 0", 8], ["node 1", 8]]
     assert page.problems == []

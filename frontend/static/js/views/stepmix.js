@@ -12,6 +12,7 @@ import { bindZoom } from "./cursor.js";
 const MAX_BARS = 1500; // more steps than this in view: one bar per screen pixel (the step with most tokens)
 const ALL = "all"; // the selector's value for one row per engine
 const MAX_ROWS = 16; // engines drawn as rows at most (a wider DP group: pick one with the selector)
+const DEFAULT_ROWS = 8; // more engines than this open on the first one alone (rows on request): a readable panel
 
 // A run's rows: [{sv, inst (null: its only engine), label}] for the engines `pick` names ("all" or one instance)
 export function engineRows(sv, summary, pick) {
@@ -51,9 +52,9 @@ export class StepMixView {
     const key = ids.join(",");
     this.picker.classList.toggle("hidden", ids.length <= 1);
     if (this.picker.dataset.ids === key) return;
-    this.picker.dataset.ids = key;
+    this.picker.dataset.ids = key; // another run's engines: start again from its default
     const summary = this.store.main && this.store.main.summary;
-    if (ids.length > MAX_ROWS && this.pick === ALL) this.pick = String(ids[0]);
+    this.pick = ids.length > DEFAULT_ROWS ? String(ids[0]) : ALL;
     const opts = [[ALL, ids.length > MAX_ROWS ? `first ${MAX_ROWS} engines, one row each` : "every engine, one row each"],
       ...ids.map((i) => [String(i), engineLabel(summary, i)])];
     this.picker.replaceChildren(...opts.map(([v, t]) => new Option(t, v, false, v === this.pick)));
@@ -86,7 +87,7 @@ export class StepMixView {
     const rows = engineRows(this.serving, s.main && s.main.summary, this.pick).map((r) => ({ ...r, sv: this.serving, role: "main", ax: s.axis }));
     if (two) rows.push(...engineRows(this.servingB, s.compareRun && s.compareRun.summary, this.pick).map((r) => ({ ...r, sv: this.servingB, role: "compare", ax: s.axis.of(s.compareRun) })));
     const n = rows.length;
-    const tall = n > 2 ? `${Math.min(1400, 70 + 110 * n)}px` : "";
+    const tall = n > 2 ? `${Math.min(1400, 70 + (n > 4 ? 80 : 110) * n)}px` : ""; // a row's height: 80-110 px
     if (this.el.style.height !== tall) this.el.style.height = tall;
     if (this.el.classList.contains("two") !== (n === 2)) this.el.classList.toggle("two", n === 2); // taller: two rows
     const gap = n > 1 ? Math.min(0.12, 0.3 / n) : 0;

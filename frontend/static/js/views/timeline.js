@@ -58,12 +58,12 @@ export function streamKey(run, k) {
 }
 
 // The engines of a run whose lanes are drawn: all, or with four or more DP ranks or replicas and the view folded,
-// the slowest and the median (by kernel time, instances.js keptEngines); {kept: Set | null (all), folded: n, tags}
+// the slowest and the median (by busy time, engineBusy; instances.js keptEngines); {kept: Set | null (all), folded: n, tags}
 export function shownEngines(run, unfold) {
   const kind = engineKind(run.summary);
   if (unfold || (kind !== "rank" && kind !== "replica") || !manyEngines(run)) return { kept: null, folded: 0, tags: {} };
   if (!run._kept) {
-    const busy = stepLanes(run) ? busyByEngine(run.step.map((e) => ({ instance: e.instance, dur_us: e.model_dur_us }))) : busyByEngine(run.kernel);
+    const busy = engineBusy(run);
     const kept = keptEngines(busy);
     if (stepLanes(run) && !kept.includes(0)) kept.unshift(0); // the one replica whose kernels are recorded stays
     const total = Object.keys(busy).length;
@@ -77,6 +77,18 @@ export function shownEngines(run, unfold) {
     run._kept = { kept: kept.length < total ? new Set(kept) : null, folded: total - kept.length, tags, kind };
   }
   return run._kept;
+}
+
+// busy µs per engine, what folding ranks them by: a DP group's per-rank busy time of every lockstep step (its dp_step
+// events: the slowest rank sets the step), replicas' step time where only replica 0 has kernels, else kernel time
+function engineBusy(run) {
+  if ((run.dp_step || []).length) {
+    const busy = {};
+    for (const e of run.dp_step) (e.busy_us || []).forEach((b, r) => { busy[r] = (busy[r] || 0) + b; });
+    return busy;
+  }
+  if (stepLanes(run)) return busyByEngine(run.step.map((e) => ({ instance: e.instance, dur_us: e.model_dur_us })));
+  return busyByEngine(run.kernel);
 }
 
 const shown = (engines, k) => !engines.kept || engines.kept.has(k.instance || 0);
