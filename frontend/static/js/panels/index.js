@@ -42,7 +42,7 @@ export const PANELS = [
     title: "Kernel timeline",
     kind: "time",
     size: "wide",
-    help: "Kernel launches, one row per stream (Nsight-style). Drag to zoom, double-click to reset to the whole run; every time plot follows the same axis. Click a launch to pin its details",
+    help: "Kernel launches, one row per stream (Nsight-style), a group of rows per engine where a run has several (DP ranks, replicas, pools; with four or more ranks or replicas the slowest and the median, the rest folded: unfold in the header). Drag to zoom, double-click to reset to the whole run; every time plot follows the same axis. Click a launch to pin its details",
     head: `kernel timeline <span class="sub" id="timeline-info"></span>
       <label class="goto" title="Zoom every time plot to decode step N of run A and move the playback there">go to step <input type="number" id="goto-step" data-testid="goto-step" min="0" step="1" inputmode="numeric"></label>`,
     body: `    <div class="plot" id="timeline-plot" tabindex="0" role="group" aria-label="kernel timeline: [ and ] walk the launches, w and s zoom, a and d pan, 0 resets the zoom, arrows step"></div>
@@ -73,7 +73,7 @@ export const PANELS = [
     kind: "time",
     size: "half",
     serving: true,
-    help: "Per engine step: prefill tokens stacked on decode tokens against the token budget (max_num_batched_tokens), and the step's whole-model duration (right axis)",
+    help: "Per engine step: prefill tokens stacked on decode tokens against the token budget (max_num_batched_tokens), and the step's whole-model duration (right axis); a row per engine where a run has several (DP ranks, replicas, pools), or the one its selector picks",
     head: `step composition <span class="sub" id="stepmix-info"></span>`,
     body: `    <div class="plot" id="stepmix-plot"></div>`,
     create: (el, c) => ({ stepmix: new StepMixView(byId("stepmix-plot"), c.store, c.serving, byId("stepmix-info"), c.servingB) }),
