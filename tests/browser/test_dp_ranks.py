@@ -120,6 +120,13 @@ def test_the_deployment_card_draws_the_ranks_and_its_form_sets_dp_and_nodes(page
     nodes = "document.querySelector('#deployment-form input[name=nodes]')"
     assert page.js(f"{nodes}.getAttribute('aria-invalid')") == "true"
     assert page.js(f"{STORE}.scenario.deployment.dp") == 8  # the run on screen stays
+    page.page.locator(f"{form} input[name=dp]").fill("1")  # EPLB without DP ranks: refused, its input marked
+    page.page.locator(f"{form} input[name=eplb]").fill("8")
+    page.page.get_by_test_id("deployment-apply").click()
+    page.wait("document.getElementById('deployment-error').textContent.includes('needs dp > 1')", timeout_s=60)
+    eplb = "document.querySelector('#deployment-form input[name=eplb]')"
+    assert page.js(f"{eplb}.getAttribute('aria-invalid')") == "true"
+    page.page.locator(f"{form} input[name=eplb]").fill("")
     page.page.locator(f"{form} input[name=dp]").fill("4")
     page.page.locator(f"{form} select[name=all2all_backend]").select_option("pplx")
     page.page.get_by_test_id("deployment-apply").click()

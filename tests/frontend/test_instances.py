@@ -81,7 +81,9 @@ console.log(JSON.stringify({
            fieldOfMessage("replicas=9 x 1 GPUs each (tp=1) need 9 GPUs; the deployment has 8 (1 node(s) of 8): " +
                           "lower replicas or tp", names),
            fieldOfMessage("ep=8: with dp=2 x tp=1 the experts spread over all 2 GPUs", names),
-           fieldOfMessage("weights need 120 GiB", names)],
+           fieldOfMessage("weights need 120 GiB", names),
+           fieldOfMessage("set: field 'deployment': eplb: expert-parallel load balancing needs dp > 1", names),
+           fieldOfMessage("set: field 'deployment': ep=8: with dp=2 x tp=1 the experts spread", names)],
 }));
 """)
     two = out["two"]
@@ -92,4 +94,4 @@ console.log(JSON.stringify({
     tp2 = out["tp2"]  # two ranks of tp 2: GPUs 0-1 rank 0, 2-3 rank 1, four free
     assert tp2.count('data-rank="0"') == 2 and tp2.count('data-rank="1"') == 2 and tp2.count('data-replica=""') == 4
     assert out["one"] == ""  # one engine on one node: the card's table says it all
-    assert out["fields"] == ["nodes", "replicas", "ep", ""]
+    assert out["fields"] == ["nodes", "replicas", "ep", "", "eplb", "ep"]

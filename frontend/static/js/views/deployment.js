@@ -30,10 +30,11 @@ const DEFAULTS = {
 const EPLB_STEP_INTERVAL = 3000; // deployment.py EplbSpec's default (vLLM's eplb step_interval)
 
 // The input a refusal is about when the server names only the deployment: the fix it names ("set nodes=2"), else
-// the field it starts with ("replicas=9 x 1 GPUs ...", "ep=8: ..."), else none.
+// the field it starts with ("replicas=9 x 1 GPUs ...", "ep=8: ...", "eplb: ..."), else none. The server's prefix
+// ("set: field 'deployment': ", scenario.py format_validation_error) is not part of it.
 export function fieldOfMessage(message, names) {
-  const m = String(message);
-  const fix = m.match(/\bset (\w+)=/) || m.match(/\blower (\w+)\b/) || m.match(/^(?:[^:]*:\s*)?(?:Value error, )?(\w+)=/);
+  const m = String(message).replace(/^(?:\w+:\s*)?field '[^']*':\s*/, "").replace(/^Value error, /, "");
+  const fix = m.match(/\bset (\w+)=/) || m.match(/\blower (\w+)\b/) || m.match(/^(\w+)=/) || m.match(/^(\w+):/);
   return fix && names.includes(fix[1]) ? fix[1] : "";
 }
 const dpOf = (d) => (d && d.dp) || 1;
