@@ -81,6 +81,8 @@ def test_each_replica_gets_a_lane_group_and_a_step_composition_row(page: Any, se
                     " return c; })()")
     for i in range(4):
         assert 0 < drawn[f"A replica {i} · steps"] <= steps[str(i)]  # a bar a step (one a pixel where they crowd)
+    legend = page.js("[...document.querySelectorAll('#timeline-legend [data-key=steps]')].map(k => k.textContent)")
+    assert legend == ["prefill step", "decode step"]  # the steps lanes' two colours
     button.click()  # folded again: the slowest and the median replica, replica 0's kernels kept
     page.wait(f"{TIMELINE}.layout.yaxis.categoryarray.some(n => n.includes('folded'))")
     # the step composition: a row per replica on the shared time axis (run B's below)

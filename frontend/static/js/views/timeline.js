@@ -134,7 +134,7 @@ export class TimelineView {
         out.push({ run, stream: st, name: laneName(run, st, many), tag: tag ? tag[1] : "" });
       }
       if (engines.folded) {
-        const st = `${engines.folded} ${engines.kind === "rank" ? "ranks" : "replicas"} folded`;
+        const st = `${engines.folded} ${engines.kind}${engines.folded > 1 ? "s" : ""} folded`;
         out.push({ run, stream: st, name: laneName(run, st, many), tag: "", folded: true });
       }
     }
@@ -370,8 +370,25 @@ export class TimelineView {
     return true;
   }
 
-  // the fold control: shown when a run has four or more DP ranks or replicas; says what it would do
+  // the fold control: shown when a run has four or more DP ranks or replicas; says what it would do. A run with
+  // replicas' step lanes adds their two colours to the legend.
   showFold() {
+    const legend = document.getElementById("timeline-legend");
+    const steps = this.store.runs.some(stepLanes);
+    if (legend && !steps) for (const k of legend.querySelectorAll("[data-key=steps]")) k.remove();
+    if (legend && !legend.querySelector("[data-key=steps]") && steps) {
+      for (const [kind, help] of [["prefill", "An engine step with prefill tokens in it (a replica's steps lane)"],
+        ["decode", "An engine step of decode tokens only (a replica's steps lane)"]]) {
+        const span = document.createElement("span");
+        span.className = "key";
+        span.dataset.key = "steps";
+        span.title = help;
+        const sw = document.createElement("i");
+        sw.style.background = STEP_MIX[kind];
+        span.append(sw, document.createTextNode(`${kind} step`));
+        legend.append(span);
+      }
+    }
     const kinds = this.store.runs.map((run) => shownEngines(run, false)).filter((e) => e.folded);
     this.foldButton.classList.toggle("hidden", !kinds.length);
     if (!kinds.length) return;
