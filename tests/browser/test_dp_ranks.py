@@ -90,6 +90,15 @@ def test_the_step_composition_draws_a_row_per_rank_or_the_rank_picked(page, serv
     assert all(0 < bars[f"rank {r} decode"][1] <= per_rank[str(r)] for r in range(8))
     widths = page.js(f"{STEPMIX}.data.find(t => t.meta === 'rank 0 decode').width.slice(0, 50)")
     assert min(widths) > 0  # lockstep ranks share each start: bars still span their step (not zero wide)
+    # the request lanes outline every rank's step at the cursor, not one engine's
+    mid = page.js(f"{L}.serving.steps[Math.floor({L}.serving.steps.length / 2)].start")
+    page.js(f"(() => {{ const s = document.querySelector('[data-testid=scrubber]'); s.value = {mid};"
+            " s.dispatchEvent(new Event('change')); })()")
+    want = page.js(f"{L}.serving.stepsAt({mid}).flatMap(s => s.ids).sort((a, b) => a - b)")
+    ranks_now = page.js(f"new Set({L}.serving.stepsAt({mid}).filter(s => s.ids.length).map(s => s.inst)).size")
+    assert ranks_now > 1
+    page.wait(f"JSON.stringify({L}.views.requests.highlighted.slice().sort((a, b) => a - b)) === "
+              f"JSON.stringify({want})")
     picker = page.page.get_by_test_id("stepmix-instance")
     assert picker.is_visible()
     assert page.js("[...document.querySelector('[data-testid=stepmix-instance]').options].map(o => o.text)")[1:] == [

@@ -59,12 +59,16 @@ for (let i = 0; i < 3; i++) for (let r = 0; r < 4; r++) events.push({ kind: "ste
 for (const fn of store.listeners) fn({ events, reset: false });
 console.log(JSON.stringify({ n: sv.steps.length, instances: sv.instances(),
   ends: sv.steps.map((s) => stepEnd(s) - s.start),
-  stretch: sv.steps.some((s) => s.stretch), insts: sv.steps.map((s) => s.inst), model: sv.toModelUs(30000) }));
+  stretch: sv.steps.some((s) => s.stretch), insts: sv.steps.map((s) => s.inst), model: sv.toModelUs(30000),
+  at: sv.stepsAt(25000).map((s) => [s.inst, s.index]), before: sv.stepsAt(-1).length,
+  after: sv.stepsAt(70000).length }));
 """)
     assert out["n"] == 12 and out["instances"] == [0, 1, 2, 3]
     assert out["ends"] == [20000] * 12  # every rank's step lasts the group's whole-model step
     assert not out["stretch"] and out["model"] == 30000  # the event clock is already the client's
     assert out["insts"] == [0, 1, 2, 3] * 3
+    # at the cursor, every engine's running step (the request lanes outline each one's requests)
+    assert out["at"] == [[0, 1], [1, 1], [2, 1], [3, 1]] and out["before"] == 0 and out["after"] == 0
 
 
 def test_the_card_draws_nodes_with_their_dp_ranks_and_maps_refusals_to_fields() -> None:

@@ -90,6 +90,7 @@ export class ServingState {
     this.order = []; // ids in arrival order (one lane each)
     this.steps = []; // step events, by start time (every instance's: a DP group's ranks share each start)
     this.lastStep = new Map(); // instance -> its latest step (each engine's steps chain on its own clock)
+    this.stepsOf = new Map(); // instance -> its steps, by start time
     this.deployment = null;
     this.whole = false; // true when built from the whole run (loadRun)
     this.finishedCount = 0;
@@ -226,6 +227,8 @@ export class ServingState {
     // time, a replica whenever its own clock says) says nothing about where this engine's steps end
     const prev = this.lastStep.get(s.inst);
     this.lastStep.set(s.inst, s);
+    if (!this.stepsOf.has(s.inst)) this.stepsOf.set(s.inst, []);
+    this.stepsOf.get(s.inst).push(s);
     if (prev) {
       prev.next = s.start - prev.start; // event µs to the next step
       prev.stretch = s.start - prev.start < prev.mdur * 0.999 && prev.mdur > prev.dur;
@@ -349,9 +352,18 @@ export class ServingState {
     return [...this.lastStep.keys()].sort((a, b) => a - b);
   }
 
-  // The step running at timeline time t (its start <= t), or null.
-  stepAt(t) {
-    const st = this.steps;
+  // Every engine's step running at timeline time t (started at or before t, not yet ended), in engine order.
+  stepsAt(t) {
+    const out = [];
+    for (const i of this.instances()) {
+      const s = this.stepAt(t, this.stepsOf.get(i));
+      if (s && t <= stepEnd(s) * 1.000001) out.push(s);
+    }
+    return out;
+  }
+
+  // The step running at timeline time t (its start <= t), or null; of one engine's `st`, or of any engine's.
+  stepAt(t, st = this.steps) {
     if (!st.length || t < st[0].start) return null;
     let lo = 0;
     let hi = st.length - 1;
