@@ -61,6 +61,8 @@ def test_eplb_costs_the_redundant_experts_memory() -> None:
     ({"dp": 8, "nodes": 2}, "fill whole nodes (dp x tp = 16)"),
     ({"nodes": 2, "tp": 8}, "nodes=2 with one engine of dp=1"),
     ({"tp": 8, "eplb": {"num_redundant_experts": 8}}, "eplb: expert-parallel load balancing needs dp > 1"),
+    ({"dp": 4, "replicas": 2}, "replicas=2 with dp=4: replicas of a data-parallel group are not simulated; set "
+                               "replicas=1 (one group of dp x tp = 4 GPUs) or dp=1 (replicas of tp=1 GPUs each)"),
 ])
 def test_layouts_that_cannot_run_are_refused_with_their_figures(fields: dict, message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("(", r"\(").replace(")", r"\)")):

@@ -107,3 +107,19 @@ def test_a_grid_over_data_parallel_ranks_names_the_refused_points() -> None:
     assert "error" not in ok and ok["summary"]["dp"] == 4 and ok["summary"]["completed"] == 4
     assert ok["output_throughput_per_gpu"] == pytest.approx(ok["summary"]["output_throughput"] / 4, abs=1e-3)
     assert "error" not in pts[(2, 4)]  # dp 2 x tp 4: ep 8 over the node's 8 GPUs
+
+
+def test_a_grid_over_dp_from_one_and_replicas_runs_one_engine_at_dp_1_and_names_replicas_of_a_dp_group() -> None:
+    """deployment.dp=1 in a DP scenario's grid is one engine of tp GPUs (ep derived afresh, not dp x tp's);
+    replicas of a DP group are refused at their point, with the fix."""
+    spec = ScenarioSpec.model_validate({
+        "name": "dp-sweep", "model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h100-sxm",
+        "deployment": {"dp": 2}, "workload": {"num_requests": 4, "input_len": 128, "output_len": 8}})
+    out = run_grid(spec, {"deployment.dp": [1, 2], "deployment.replicas": [1, 2]})
+    pts = {(p["set"]["deployment.dp"], p["set"]["deployment.replicas"]): p for p in out["points"]}
+    one = pts[(1, 1)]
+    assert "error" not in one and "dp" not in one["summary"] and one["summary"]["completed"] == 4
+    assert "replicas" not in one["summary"]
+    assert pts[(1, 2)]["summary"]["replicas"] == 2 and pts[(2, 1)]["summary"]["dp"] == 2
+    assert "replicas=2 with dp=2: replicas of a data-parallel group are not simulated; set replicas=1" in \
+        pts[(2, 2)]["error"]

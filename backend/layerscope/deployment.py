@@ -250,8 +250,10 @@ class DeploymentSpec(Strict):
     @model_validator(mode="after")
     def _replicas_fit(self) -> DeploymentSpec:
         if self.replicas > 1 and self.dp > 1:
-            raise ValueError(f"replicas={self.replicas} with dp={self.dp}: replicas of a data-parallel engine are not "
-                             "simulated yet; use dp ranks or replicas")
+            # replicas of DP groups (each its own lockstep group and all-to-all) are not built: refused, naming the fix
+            raise ValueError(f"replicas={self.replicas} with dp={self.dp}: replicas of a data-parallel group are not "
+                             f"simulated; set replicas=1 (one group of dp x tp = {self.dp * self.tp} GPUs) or dp=1 "
+                             f"(replicas of tp={self.tp} GPUs each)")
         need, have = self.replicas * self.gpus_per_replica, self.gpus_available
         if need > have:
             raise ValueError(

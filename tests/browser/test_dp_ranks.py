@@ -44,3 +44,120 @@ def test_the_panel_is_hidden_without_data_parallel_ranks(page, server_url: str) 
     open_preset(page, server_url, "serving-64-h200-tp8")
     page.wait("!document.querySelector('[data-panel=dp-ranks]').offsetParent")
     assert page.problems == []
+
+
+TIMELINE = "document.getElementById('timeline-plot')"
+STEPMIX = "document.getElementById('stepmix-plot')"
+
+
+def test_the_timeline_keeps_the_slowest_and_median_rank_and_unfolds_every_rank(page, server_url: str) -> None:
+    open_preset(page, server_url, "dp-attention-ep8")
+    page.wait(f"({TIMELINE}.layout || {{}}).yaxis && "
+              f"{TIMELINE}.layout.yaxis.categoryarray.some(n => n.includes('folded'))", timeout_s=60)
+    lanes = page.js(f"{TIMELINE}.layout.yaxis.categoryarray")  # run A's lanes ("A rank 3 · comm"), then B's (TP 8)
+    ranks = sorted({n.split(" · ")[0] for n in lanes if n.startswith("A rank ")})
+    assert len(ranks) == 2 and "A 6 ranks folded" in lanes  # the slowest and the median of eight
+    assert any(n.startswith("B ") and "rank" not in n for n in lanes)  # the compare run's one engine, unfolded
+    # the slowest kept is the rank busiest over the lockstep steps, summed here from the run's dp_step events
+    busy = page.js(f"(() => {{ const b = {{}}; for (const e of {STORE}.main.dp_step)"
+                   " e.busy_us.forEach((v, r) => {{ b[r] = (b[r] || 0) + v; }}); return b; })()")
+    slowest = max(busy, key=lambda i: (busy[i], -int(i)))
+    ticks = page.js(f"{TIMELINE}.layout.yaxis.ticktext")
+    assert any(f"A rank {slowest} · " in t and "(slowest)" in t for t in ticks)
+    drawn = page.js(f"[...new Set({TIMELINE}.data.flatMap(t => (t.y || []).filter(v => v))"
+                    ".map(v => v.split(' · ')[0]))]")
+    assert sorted(d for d in drawn if d.startswith("A rank ")) == ranks  # the folded ranks' launches are not drawn
+    button = page.page.get_by_test_id("timeline-unfold")
+    assert button.is_visible() and button.inner_text() == "unfold ranks"
+    button.click()
+    page.wait(f"!{TIMELINE}.layout.yaxis.categoryarray.some(n => n.includes('folded'))")
+    every = {n.split(" · ")[0] for n in page.js(f"{TIMELINE}.layout.yaxis.categoryarray") if n.startswith("A ")}
+    assert every == {f"A rank {r}" for r in range(8)}  # a lane group per DP rank
+    assert button.inner_text() == "fold ranks"
+    assert page.problems == []
+
+
+def test_the_step_composition_draws_a_row_per_rank_or_the_rank_picked(page, server_url: str) -> None:
+    open_preset(page, server_url, "dp-attention-ep8")
+    page.wait(f"({STEPMIX}.data || []).some(t => t.meta === 'rank 7 prefill')", timeout_s=60)
+    per_rank = page.js(f"(() => {{ const c = {{}}; for (const s of {L}.serving.steps)"
+                       " c[s.inst] = (c[s.inst] || 0) + 1; return c; })()")
+    assert sorted(per_rank) == [str(r) for r in range(8)]
+    bars = page.js(f"Object.fromEntries({STEPMIX}.data.filter(t => t.meta.endsWith(' decode'))"
+                   ".map(t => [t.meta, [t.yaxis, t.x.length]]))")
+    assert bars["rank 0 decode"][0] == "y" and bars["rank 1 decode"][0] == "y3" and bars["rank 7 decode"][0] == "y15"
+    # each row draws its own rank's steps (thinned to a bar per pixel past 1500), none of another's
+    assert all(0 < bars[f"rank {r} decode"][1] <= per_rank[str(r)] for r in range(8))
+    widths = page.js(f"{STEPMIX}.data.find(t => t.meta === 'rank 0 decode').width.slice(0, 50)")
+    assert min(widths) > 0  # lockstep ranks share each start: bars still span their step (not zero wide)
+    # the request lanes outline every rank's step at the cursor, not one engine's
+    mid = page.js(f"{L}.serving.steps[Math.floor({L}.serving.steps.length / 2)].start")
+    page.js(f"(() => {{ const s = document.querySelector('[data-testid=scrubber]'); s.value = {mid};"
+            " s.dispatchEvent(new Event('change')); })()")
+    want = page.js(f"{L}.serving.stepsAt({mid}).flatMap(s => s.ids).sort((a, b) => a - b)")
+    ranks_now = page.js(f"new Set({L}.serving.stepsAt({mid}).filter(s => s.ids.length).map(s => s.inst)).size")
+    assert ranks_now > 1
+    page.wait(f"JSON.stringify({L}.views.requests.highlighted.slice().sort((a, b) => a - b)) === "
+              f"JSON.stringify({want})")
+    picker = page.page.get_by_test_id("stepmix-instance")
+    assert picker.is_visible()
+    assert page.js("[...document.querySelector('[data-testid=stepmix-instance]').options].map(o => o.text)")[1:] == [
+        f"rank {r}" for r in range(8)]
+    picker.select_option("3")
+    page.wait(f"{STEPMIX}.data.every(t => !t.meta.startsWith('rank ') || t.meta.startsWith('rank 3 '))")
+    rows = page.js(f"{STEPMIX}.data.filter(t => t.type === 'bar').map(t => [t.meta, t.yaxis])")
+    assert sorted(rows) == [["B decode", "y3"], ["B prefill", "y3"], ["rank 3 decode", "y"], ["rank 3 prefill", "y"]]
+    assert page.problems == []
+
+
+def test_the_deployment_card_draws_the_ranks_and_its_form_sets_dp_and_nodes(page, server_url: str) -> None:
+    open_preset(page, server_url, "dp-attention-ep8")
+    node = page.page.get_by_test_id("replica-node")
+    page.wait("document.querySelectorAll('[data-testid=replica-node] .replica-gpus i').length === 8", timeout_s=60)
+    ranks = page.js("[...document.querySelectorAll('[data-testid=replica-node] .replica-gpus i')]"
+                    ".map(n => n.dataset.rank)")
+    assert ranks == [str(r) for r in range(8)]  # one GPU per DP rank, tp 1
+    assert "8 DP ranks" in node.inner_text() and "8 of 8 GPUs" in node.inner_text()
+    title = page.js("document.querySelector('[data-testid=replica-node] .replica-gpus i[data-rank=\"1\"]').title")
+    assert "experts 16-31" in title  # 128 experts over 8 GPUs, from the run's dp_group event
+    form = "#deployment-form"
+    assert page.page.locator(f"{form} input[name=dp]").input_value() == "8"
+    assert page.js("document.querySelector('#deployment-form select[name=ep]').disabled")  # ep = dp x tp
+    page.page.locator(f"{form} input[name=dp]").fill("16")
+    page.page.get_by_test_id("deployment-apply").click()
+    page.wait("document.getElementById('deployment-error').textContent.includes('nodes=2')", timeout_s=60)
+    nodes = "document.querySelector('#deployment-form input[name=nodes]')"
+    assert page.js(f"{nodes}.getAttribute('aria-invalid')") == "true"
+    assert page.js(f"{STORE}.scenario.deployment.dp") == 8  # the run on screen stays
+    page.page.locator(f"{form} input[name=dp]").fill("1")  # EPLB without DP ranks: refused, its input marked
+    page.page.locator(f"{form} input[name=eplb]").fill("8")
+    page.page.get_by_test_id("deployment-apply").click()
+    page.wait("document.getElementById('deployment-error').textContent.includes('needs dp > 1')", timeout_s=60)
+    eplb = "document.querySelector('#deployment-form input[name=eplb]')"
+    assert page.js(f"{eplb}.getAttribute('aria-invalid')") == "true"
+    page.page.locator(f"{form} input[name=eplb]").fill("")
+    page.page.locator(f"{form} input[name=dp]").fill("4")
+    page.page.locator(f"{form} select[name=all2all_backend]").select_option("pplx")
+    page.page.get_by_test_id("deployment-apply").click()
+    page.wait(f"{STORE}.scenario.deployment.dp === 4 && "
+              "document.querySelectorAll('[data-testid=replica-node] .replica-gpus i[data-replica=\"\"]').length === 4",
+              timeout_s=120)
+    assert page.js(f"{STORE}.scenario.deployment.all2all_backend") == "pplx"
+    assert page.problems == []
+
+
+def test_sixteen_ranks_on_two_nodes_open_folded_and_on_one_ranks_steps(page, server_url: str) -> None:
+    open_preset(page, server_url, "two-nodes-wide-ep")
+    page.wait(f"({TIMELINE}.layout || {{}}).yaxis && "
+              f"{TIMELINE}.layout.yaxis.categoryarray.includes('A 14 ranks folded')", timeout_s=60)
+    # the step composition opens on one rank of sixteen (rows for all of them on request)
+    page.wait(f"({STEPMIX}.data || []).some(t => t.meta === 'rank 0 prefill')", timeout_s=60)
+    assert page.page.get_by_test_id("stepmix-instance").input_value() == "0"
+    assert not page.js(f"{STEPMIX}.data.some(t => t.meta.startsWith('rank 1 '))")
+    page.page.get_by_test_id("stepmix-instance").select_option("all")
+    page.wait(f"{STEPMIX}.data.some(t => t.meta === 'rank 15 prefill')")
+    # the deployment card: two rows of eight GPUs, one DP rank each
+    rows = page.js("[...document.querySelectorAll('[data-testid=replica-node] .replica-row')]"
+                   ".map(r => [r.querySelector('.node-name').textContent, r.querySelectorAll('i').length])")
+    assert rows == [["node 0", 8], ["node 1", 8]]
+    assert page.problems == []

@@ -53,3 +53,42 @@ def test_the_replicas_preset_tour_lanes_and_node(page: Any, server_url: str) -> 
               "document.querySelectorAll('[data-testid=replica-node] [data-replica=\"1\"]').length === 1", timeout_s=90)
     assert "deployment.replicas=2" in page.page.url and "deployment.router=round_robin" in page.page.url
     assert page.problems == []
+
+
+TIMELINE = "document.getElementById('timeline-plot')"
+STEPMIX = "document.getElementById('stepmix-plot')"
+
+
+def test_each_replica_gets_a_lane_group_and_a_step_composition_row(page: Any, server_url: str) -> None:
+    tours.open_preset(page, server_url, NAME)
+    page.wait(f"({TIMELINE}.layout || {{}}).yaxis && "
+              f"{TIMELINE}.layout.yaxis.categoryarray.some(n => n.includes('steps'))", timeout_s=60)
+    button = page.page.get_by_test_id("timeline-unfold")
+    assert button.inner_text() == "unfold replicas"
+    button.click()
+    page.wait(f"{TIMELINE}.layout.yaxis.categoryarray"
+              ".filter(n => n.startsWith('A ') && n.endsWith(' · steps')).length === 4")
+    lanes = page.js(f"{TIMELINE}.layout.yaxis.categoryarray")
+    assert [n for n in lanes if n.startswith("A ") and n.endswith("steps")] == [
+        f"A replica {i} · steps" for i in range(4)]
+    assert "A replica 0 · compute" in lanes  # replica 0's kernels (the only replica whose kernels are recorded)
+    # each replica's steps lane draws that replica's steps, and only its own
+    steps = page.js(f"(() => {{ const c = {{}}; for (const e of {L}.store.main.step)"
+                    " c[e.instance] = (c[e.instance] || 0) + 1; return c; })()")
+    drawn = page.js(f"(() => {{ const c = {{}}; for (const t of {TIMELINE}.data"
+                    ".filter(t => (t.meta || '').endsWith('-steps')))"
+                    " for (const y of t.y) if (y && y.startsWith('A ')) c[y] = (c[y] || 0) + 0.5;"
+                    " return c; })()")
+    for i in range(4):
+        assert 0 < drawn[f"A replica {i} · steps"] <= steps[str(i)]  # a bar a step (one a pixel where they crowd)
+    legend = page.js("[...document.querySelectorAll('#timeline-legend [data-key=steps]')].map(k => k.textContent)")
+    assert legend == ["prefill step", "decode step"]  # the steps lanes' two colours
+    button.click()  # folded again: the slowest and the median replica, replica 0's kernels kept
+    page.wait(f"{TIMELINE}.layout.yaxis.categoryarray.some(n => n.includes('folded'))")
+    # the step composition: a row per replica on the shared time axis (run B's below)
+    page.wait(f"({STEPMIX}.data || []).some(t => t.meta === 'replica 3 prefill')", timeout_s=60)
+    axes = page.js(f"Object.fromEntries({STEPMIX}.data.filter(t => t.type === 'bar' && t.meta.endsWith('prefill'))"
+                   ".map(t => [t.meta, t.yaxis]))")
+    assert [axes[f"replica {i} prefill"] for i in range(4)] == ["y", "y3", "y5", "y7"]
+    assert page.js(f"{STEPMIX}.layout.xaxis.range") == page.js(f"{TIMELINE}.layout.xaxis.range")
+    assert page.problems == []

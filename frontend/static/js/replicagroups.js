@@ -1,6 +1,6 @@
 // Replicas behind a router (deployment.replicas, deployment.router; backend runtime/replicas.py): one colour per
 // replica, the request lanes grouped by the replica that served each request (its `instance`), and the deployment
-// card's drawing of the node: each GPU box coloured by the replica that runs on it, free GPUs grey.
+// card's drawing of the nodes: each GPU box coloured by the replica or the DP rank that runs on it, free GPUs grey.
 
 import { THEME } from "./colors.js";
 import { esc } from "./format.js";
@@ -40,32 +40,42 @@ export function replicaBands(sv, row0) {
   return { shapes, annotations };
 }
 
-// The deployment card's node: every GPU of the node(s), each coloured by the replica running on it.
-export function nodeDrawing(dep, gpu) {
+// The deployment card's drawing, nodes -> replicas or DP ranks -> GPUs: each node of 8 GPUs a row of boxes, each GPU
+// coloured by the replica or the DP rank running on it (free GPUs grey), its experts in its title when the run's
+// dp_group event names them. "" for one engine on one node (the card's table says it all).
+const GPUS_PER_NODE = 8; // layerscope/deployment.py GPUS_PER_NODE
+export function nodeDrawing(dep, gpu, group = null) {
   const { replicas, router } = replicasOf(dep);
-  if (replicas < 2) return "";
-  const perReplica = (dep.tp || 1) * (dep.dp || 1);
-  const total = 8 * (dep.nodes || 1); // GPUS_PER_NODE x nodes (layerscope/deployment.py)
-  const boxes = [];
-  for (let g = 0; g < total; g++) {
-    const r = Math.floor(g / perReplica);
-    const used = r < replicas;
-    const title = used ? `GPU ${g}: replica ${r} (tp ${dep.tp || 1})` : `GPU ${g}: free`;
-    boxes.push(`<i data-replica="${used ? r : ""}" title="${esc(title)}" style="background:${used ? replicaColor(r) : THEME.muted}">${g}</i>`);
+  const dp = (dep && dep.dp) || 1;
+  const nodes = (dep && dep.nodes) || 1;
+  if (replicas < 2 && dp < 2 && nodes < 2) return "";
+  const tp = (dep && dep.tp) || 1;
+  const perReplica = tp * dp;
+  const used = replicas * perReplica;
+  const total = GPUS_PER_NODE * nodes;
+  const experts = {}; // GPU -> [first, last] expert id, from the dp_group event's ranks
+  for (const r of (group && group.ranks) || []) (r.gpus || []).forEach((g, j) => { if (r.experts && r.experts[j]) experts[g] = r.experts[j]; });
+  const rows = [];
+  for (let n = 0; n < nodes; n++) {
+    const boxes = [];
+    for (let g = n * GPUS_PER_NODE; g < (n + 1) * GPUS_PER_NODE; g++) {
+      const r = Math.floor(g / perReplica);
+      const rank = Math.floor((g % perReplica) / tp);
+      const owner = dp > 1 && replicas < 2 ? rank : r; // a DP group's ranks, else the replicas
+      const free = g >= used;
+      const ex = experts[g] ? `, experts ${experts[g][0]}-${experts[g][1]}` : "";
+      const who = replicas > 1 ? `replica ${r}${dp > 1 ? ` DP rank ${rank}` : ""}` : dp > 1 ? `DP rank ${rank}` : "engine 0";
+      const title = free ? `GPU ${g} (node ${n}): free` : `GPU ${g} (node ${n}): ${who} (tp ${tp})${ex}`;
+      const attrs = free ? 'data-replica=""' : `data-replica="${r}" data-rank="${dp > 1 ? rank : ""}"`;
+      boxes.push(`<i ${attrs} title="${esc(title)}" style="background:${free ? THEME.muted : replicaColor(owner)}">${g}</i>`);
+    }
+    rows.push(`<div class="replica-row"><span class="node-name">node ${n}</span><div class="replica-gpus">${boxes.join("")}</div></div>`);
   }
-  return `<div class="replica-node" data-testid="replica-node"><div class="replica-caption">${replicas} replicas × ${perReplica} ${esc(gpu)} ` +
-    `behind a <b>${esc(router)}</b> router · ${replicas * perReplica} of ${total} GPUs · each its own KV cache and scheduler; ` +
-    `the timeline shows one GPU of replica 0</div><div class="replica-gpus">${boxes.join("")}</div></div>`;
-}
-
-// The deployment card's form gains the two fields (before its apply button), once.
-const ROUTERS = ["round_robin", "least_outstanding_requests", "prefix_cache_aware"]; // DeploymentSpec.router
-export function addReplicaInputs(form) {
-  if (!form || form.elements.replicas) return;
-  const button = form.querySelector("button[type=submit]");
-  const add = (html) => button.insertAdjacentHTML("beforebegin", html);
-  add('<label title="Engines of this shape on the node, each on its own GPUs with its own KV cache, behind a router">' +
-    'replicas <input name="replicas" type="number" min="1" max="64" step="1"></label>');
-  add('<label title="How the router picks a replica: in turn, the fewest outstanding requests, or the one holding the ' +
-    `longest prefix (SGLang's cache_aware)">router <select name="router">${ROUTERS.map((r) => `<option>${r}</option>`).join("")}</select></label>`);
+  const engines = replicas > 1
+    ? `${replicas} replicas × ${perReplica} ${esc(gpu)} behind a <b>${esc(router)}</b> router · `
+    : `${dp} DP ranks × tp ${tp} (${esc(gpu)}), experts over all ${used} GPUs (ep ${used}), all-to-all <b>${esc((dep && dep.all2all_backend) || "deepep_low_latency")}</b> · `;
+  const each = replicas > 1 ? "each its own KV cache and scheduler" : "each rank its own KV cache and requests, in lockstep";
+  const link = nodes > 1 ? " · collectives between nodes on the node link" : "";
+  return `<div class="replica-node" data-testid="replica-node"><div class="replica-caption">${engines}${used} of ${total} GPUs · ` +
+    `${each}${link}; the timeline draws ${replicas > 1 ? "replica 0's kernels and every replica's steps" : "one GPU of each rank"}</div>${rows.join("")}</div>`;
 }

@@ -88,7 +88,9 @@ export class ServingState {
   clear() {
     this.requests = new Map(); // id -> Request
     this.order = []; // ids in arrival order (one lane each)
-    this.steps = []; // step events, by start time
+    this.steps = []; // step events, by start time (every instance's: a DP group's ranks share each start)
+    this.lastStep = new Map(); // instance -> its latest step (each engine's steps chain on its own clock)
+    this.stepsOf = new Map(); // instance -> its steps, by start time
     this.deployment = null;
     this.whole = false; // true when built from the whole run (loadRun)
     this.finishedCount = 0;
@@ -219,8 +221,14 @@ export class ServingState {
       ids: e.request_ids, toks: e.num_tokens, sampled: e.num_sampled, cached: e.cached_blocks ?? null,
       offset: 0, // whole-model µs minus event µs at this step's start (filled below)
       stretch: false, // true when the event clock gives this step only dur_us (one layer)
+      inst: e.instance || 0, // the engine that ran it (a DP rank, a replica, a pool's engine)
     };
-    const prev = this.steps[this.steps.length - 1];
+    // the step before on the same engine: another engine's step (a DP rank stepping in lockstep starts at the same
+    // time, a replica whenever its own clock says) says nothing about where this engine's steps end
+    const prev = this.lastStep.get(s.inst);
+    this.lastStep.set(s.inst, s);
+    if (!this.stepsOf.has(s.inst)) this.stepsOf.set(s.inst, []);
+    this.stepsOf.get(s.inst).push(s);
     if (prev) {
       prev.next = s.start - prev.start; // event µs to the next step
       prev.stretch = s.start - prev.start < prev.mdur * 0.999 && prev.mdur > prev.dur;
@@ -339,9 +347,23 @@ export class ServingState {
     return lo;
   }
 
-  // The step running at timeline time t (its start <= t), or null.
-  stepAt(t) {
-    const st = this.steps;
+  // The engines whose steps this run has, in order (one: [0]).
+  instances() {
+    return [...this.lastStep.keys()].sort((a, b) => a - b);
+  }
+
+  // Every engine's step running at timeline time t (started at or before t, not yet ended), in engine order.
+  stepsAt(t) {
+    const out = [];
+    for (const i of this.instances()) {
+      const s = this.stepAt(t, this.stepsOf.get(i));
+      if (s && t <= stepEnd(s) * 1.000001) out.push(s);
+    }
+    return out;
+  }
+
+  // The step running at timeline time t (its start <= t), or null; of one engine's `st`, or of any engine's.
+  stepAt(t, st = this.steps) {
     if (!st.length || t < st[0].start) return null;
     let lo = 0;
     let hi = st.length - 1;

@@ -42,7 +42,7 @@ export const PANELS = [
     title: "Kernel timeline",
     kind: "time",
     size: "wide",
-    help: "Kernel launches, one row per stream (Nsight-style). Drag to zoom, double-click to reset to the whole run; every time plot follows the same axis. Click a launch to pin its details",
+    help: "Kernel launches, one row per stream (Nsight-style), a group of rows per engine where a run has several (DP ranks, replicas, pools; with four or more ranks or replicas the slowest and the median, the rest folded: unfold in the header). Drag to zoom, double-click to reset to the whole run; every time plot follows the same axis. Click a launch to pin its details",
     head: `kernel timeline <span class="sub" id="timeline-info"></span>
       <label class="goto" title="Zoom every time plot to decode step N of run A and move the playback there">go to step <input type="number" id="goto-step" data-testid="goto-step" min="0" step="1" inputmode="numeric"></label>`,
     body: `    <div class="plot" id="timeline-plot" tabindex="0" role="group" aria-label="kernel timeline: [ and ] walk the launches, w and s zoom, a and d pan, 0 resets the zoom, arrows step"></div>
@@ -73,7 +73,7 @@ export const PANELS = [
     kind: "time",
     size: "half",
     serving: true,
-    help: "Per engine step: prefill tokens stacked on decode tokens against the token budget (max_num_batched_tokens), and the step's whole-model duration (right axis)",
+    help: "Per engine step: prefill tokens stacked on decode tokens against the token budget (max_num_batched_tokens), and the step's whole-model duration (right axis); a row per engine where a run has several (DP ranks, replicas, pools), or the one its selector picks",
     head: `step composition <span class="sub" id="stepmix-info"></span>`,
     body: `    <div class="plot" id="stepmix-plot"></div>`,
     create: (el, c) => ({ stepmix: new StepMixView(byId("stepmix-plot"), c.store, c.serving, byId("stepmix-info"), c.servingB) }),
@@ -205,6 +205,12 @@ export const PANELS = [
       <label title="Fraction of GPU memory vLLM may use (gpu_memory_utilization)">mem util <input name="gpu_memory_utilization" type="number" min="0.05" max="1" step="0.01"></label>
       <label title="Capture CUDA graphs for decode (less launch overhead, a graph memory pool)">CUDA graphs <input name="cuda_graphs" type="checkbox"></label>
       <label title="Longest request (tokens) the maximum concurrency is counted for; empty: the model's">max_model_len <input name="max_model_len" type="number" min="16" step="1"></label>
+      <label title="Attention data-parallel ranks, each with tp GPUs, its own KV cache and requests; the experts spread over all dp x tp GPUs (vLLM --data-parallel-size with --enable-expert-parallel)">dp <input name="dp" type="number" min="1" max="64" step="1"></label>
+      <label title="Nodes of 8 GPUs the ranks or replicas fill (tp stays within a node)">nodes <input name="nodes" type="number" min="1" max="8" step="1"></label>
+      <label title="Engines of this shape side by side, each on its own GPUs with its own KV cache, behind a router">replicas <input name="replicas" type="number" min="1" max="64" step="1"></label>
+      <label title="How the router picks a replica: in turn, the fewest outstanding requests, or the one holding the longest prefix (SGLang's cache_aware)">router <select name="router"><option>round_robin</option><option>least_outstanding_requests</option><option>prefix_cache_aware</option></select></label>
+      <label title="MoE dispatch and combine kernels with dp > 1 (vLLM --all2all-backend)">all2all <select name="all2all_backend"><option>naive</option><option>allgather_reducescatter</option><option>pplx</option><option>deepep_high_throughput</option><option>deepep_low_latency</option></select></label>
+      <label title="Expert-parallel load balancing with dp > 1 (vLLM --enable-eplb): redundant expert copies over all ranks; empty: off">EPLB redundant experts <input name="eplb" type="number" min="0" max="1024" step="1" placeholder="off"></label>
       <button type="submit" data-testid="deployment-apply" title="Reload the run on this deployment">apply</button>
     </form>
     <div class="form-error hidden" id="deployment-error" data-testid="deployment-error" role="alert"></div>`,

@@ -92,37 +92,44 @@ export class RequestsView {
     this.liveKey = ""; // the overlay redraws
   }
 
-  // The step running at the cursor (null before the first or between steps): its requests are highlighted.
+  // The steps running at the cursor, one per engine (none before the first or between steps): their requests are
+  // highlighted.
   current() {
-    const t = this.store.t;
-    const cur = this.serving.stepAt(t);
-    return cur && t <= stepEnd(cur) * 1.000001 ? cur : null;
+    return this.serving.stepsAt(this.store.t);
   }
 
   // Called every animation frame (main.js): redraws the highlight when the cursor's step or the plot's geometry
   // changed. True when it drew.
   live() {
-    const cur = this.current();
-    const key = `${cur ? cur.index : "-"}:${this.drawn}:${this.overlay.geometry(["xaxis", "yaxis"])}`;
+    const steps = this.current();
+    const at = steps.map((st) => `${st.inst}.${st.index}`).join(",") || "-";
+    const key = `${at}:${this.drawn}:${this.overlay.geometry(["xaxis", "yaxis"])}`;
     if (key === this.liveKey) return false;
     this.liveKey = key;
     const ctx = this.overlay.begin();
     const fl = this.overlay.layout();
     this.highlighted = [];
     if (ctx && fl && this.linked) this.drawLinked(ctx, fl);
-    if (!ctx || !fl || !cur) return true;
+    if (!ctx || !fl || !steps.length) return true;
     const xa = fl.xaxis;
     const ya = fl.yaxis;
-    const ax = this.store.axis;
     const main = this.blocks()[0];
     const rowH = Math.abs(ya.l2p(1) - ya.l2p(0)) * main.pitch;
     const h = Math.max(2, rowH * 0.9);
-    const a = xa._offset + xa.l2p(ax.toX(cur.start));
-    const w = Math.max(3, xa._offset + xa.l2p(ax.toX(stepEnd(cur))) - a); // at least 3 px: a step can be narrower
     ctx.save();
     ctx.beginPath();
     ctx.rect(xa._offset, ya._offset, xa._length, ya._length);
     ctx.clip();
+    for (const cur of steps) this.outline(ctx, cur, xa, ya, main, h);
+    ctx.restore();
+    return true;
+  }
+
+  // One engine's step at the cursor: its requests' rows banded across the plot, the step's span outlined.
+  outline(ctx, cur, xa, ya, main, h) {
+    const ax = this.store.axis;
+    const a = xa._offset + xa.l2p(ax.toX(cur.start));
+    const w = Math.max(3, xa._offset + xa.l2p(ax.toX(stepEnd(cur))) - a); // at least 3 px: a step can be narrower
     for (const id of cur.ids) {
       const row = this.serving.order.indexOf(id);
       if (row < 0) continue;
@@ -134,8 +141,6 @@ export class RequestsView {
       ctx.globalAlpha = 0.9;
       ctx.fillRect(a - 1, y - 1, w + 2, h + 2);
     }
-    ctx.restore();
-    return true;
   }
 
   // The runs drawn: [{sv, row0 (where its band starts), pitch (y units per lane), ax (its axis), tag ("A " / "B ",
