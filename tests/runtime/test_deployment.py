@@ -15,9 +15,16 @@ from layerscope.deployment import (
     place,
     shard,
 )
-from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import GiB, gpu
 from layerscope.model.config import preset
+from layerscope.runtime.runtimes import get_runtime
+from layerscope.runtime.sharded import (
+    EAGER_LAUNCH_FLOOR_US,
+    SGLANG_EAGER_LAUNCH_US,
+    ShardedRuntime,
+    sglang_launch_waits,
+)
 from layerscope.scenario import ScenarioSpec
 
 QWEN = preset("qwen3-235b-a22b")
@@ -159,8 +166,6 @@ def test_eager_launches_have_a_host_floor() -> None:
 def test_sglang_eager_kernels_wait_for_their_launch_until_the_gpu_has_more_work_than_the_host() -> None:
     """The steady state of a layer launched eagerly, layer after layer: host-bound, it lasts its launches' time and
     a kernel waits less after a long one (the host caught up meanwhile); GPU-bound, nothing waits."""
-    from layerscope.runtime.sharded import sglang_launch_waits
-
     small = [2.0, 3.0, 2.0, 1.0]
     waits = sglang_launch_waits(small, 20.0)
     assert sum(small) + sum(waits) == pytest.approx(4 * 20.0)
@@ -174,17 +179,12 @@ def test_sglang_eager_kernels_wait_for_their_launch_until_the_gpu_has_more_work_
 
 
 def test_sglang_eager_prefill_is_bound_by_its_launches_and_vllm_keeps_its_floor() -> None:
-    """SGLang's prefill batch (eager) of a few hundred tokens: a layer of ~25 small kernels lasts its launches'
+    """SGLang's prefill batch (eager) of a few hundred tokens: a layer of 22 mostly small kernels lasts its launches'
     time on the host; a long prompt's layer has more GPU work than launches and is priced as its kernels. vLLM's
     eager steps keep the per-kernel floor."""
-    from layerscope.hardware.cost import CostModel
-    from layerscope.hardware.gpus import gpu as gpu_of
-    from layerscope.runtime.runtimes import get_runtime
-    from layerscope.runtime.sharded import EAGER_LAUNCH_FLOOR_US, SGLANG_EAGER_LAUNCH_US, ShardedRuntime
-
     dep = DeploymentSpec(tp=8, engine="sglang")
-    local, cost = shard(QWEN, dep), CostModel(gpu_of("b200"))
-    sglang = ShardedRuntime(get_runtime("vllm"), dep, gpu_of("b200"), QWEN)
+    local, cost = shard(QWEN, dep), CostModel(gpu("b200"))
+    sglang = ShardedRuntime(get_runtime("vllm"), dep, gpu("b200"), QWEN)
 
     def layer_us(ks: list) -> float:
         return sum(cost.cost(k).time_us for k in ks)
@@ -197,7 +197,7 @@ def test_sglang_eager_prefill_is_bound_by_its_launches_and_vllm_keeps_its_floor(
         local, 8192, 0), 8192)))  # unchanged: the host ran ahead
     assert layer_us(sglang.decode_step(local, 1024)) < len(short) * SGLANG_EAGER_LAUNCH_US  # a CUDA graph
     vllm_dep = DeploymentSpec(tp=8, cuda_graphs=False)
-    vllm = ShardedRuntime(get_runtime("vllm"), vllm_dep, gpu_of("b200"), QWEN).prefill_chunk(local, 256, 0)
+    vllm = ShardedRuntime(get_runtime("vllm"), vllm_dep, gpu("b200"), QWEN).prefill_chunk(local, 256, 0)
     assert min(cost.cost(k).time_us for k in vllm) == pytest.approx(EAGER_LAUNCH_FLOOR_US)
 
 
