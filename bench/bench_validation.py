@@ -122,7 +122,8 @@ GA = [
 # --backend sglang --dataset-name random --random-input-len I --random-output-len O --num-prompts N
 # --max-concurrency C`. SGLang's random dataset draws each length uniform in [1, L] (its --random-range-ratio
 # defaults to 0) and ignores EOS by default (retokenized counts match): here mean L/2 and range ratio 1. SGLang's
-# defaults on a >= 160 GB GPU: chunked prefill 16384 tokens, overlap scheduling on, radix (prefix) cache on.
+# defaults on a >= 160 GB GPU: chunked prefill 16384 tokens, overlap scheduling on, radix (prefix) cache on, prefill
+# batches first and apart from the decodes (--enable-mixed-chunk off; engine sglang runs SGLang's scheduler).
 # Duration is left out at concurrency 1: 10 requests' drawn lengths decide it (the measured run generated 4,210
 # tokens where uniform [1, 1000] averages 5,005), not the engine.
 # No fused_moe config for Qwen3-235B-A22B's tp-8 experts on a B200 ships with SGLang (no

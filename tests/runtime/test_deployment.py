@@ -15,9 +15,16 @@ from layerscope.deployment import (
     place,
     shard,
 )
-from layerscope.hardware.cost import expected_distinct_experts
+from layerscope.hardware.cost import CostModel, expected_distinct_experts
 from layerscope.hardware.gpus import GiB, gpu
 from layerscope.model.config import preset
+from layerscope.runtime.runtimes import get_runtime
+from layerscope.runtime.sharded import (
+    EAGER_LAUNCH_FLOOR_US,
+    SGLANG_EAGER_LAUNCH_US,
+    ShardedRuntime,
+    sglang_launch_waits,
+)
 from layerscope.scenario import ScenarioSpec
 
 QWEN = preset("qwen3-235b-a22b")
@@ -154,6 +161,44 @@ def test_eager_launches_have_a_host_floor() -> None:
     eager_ks = eager.decode_step(local, 1024)
     assert min(cost.cost(k).time_us for k in eager_ks) >= EAGER_LAUNCH_FLOOR_US - 1e-9
     assert min(cost.cost(k).time_us for k in graphs) < EAGER_LAUNCH_FLOOR_US
+
+
+def test_sglang_eager_kernels_wait_for_their_launch_until_the_gpu_has_more_work_than_the_host() -> None:
+    """The steady state of a layer launched eagerly, layer after layer: host-bound, it lasts its launches' time and
+    a kernel waits less after a long one (the host caught up meanwhile); GPU-bound, nothing waits."""
+    small = [2.0, 3.0, 2.0, 1.0]
+    waits = sglang_launch_waits(small, 20.0)
+    assert sum(small) + sum(waits) == pytest.approx(4 * 20.0)
+    assert all(w >= 0.0 for w in waits)
+    long_first = sglang_launch_waits([50.0, 2.0, 2.0, 1.0], 20.0)
+    # issued at 20 and 40 us, the GPU busy until 50: no wait; the last, issued at 60, waits 6 us
+    assert long_first[1:] == pytest.approx([0.0, 0.0, 6.0])
+    assert 50.0 + 2.0 + 2.0 + 1.0 + sum(long_first) == pytest.approx(80.0)
+    assert sglang_launch_waits([70.0, 2.0, 2.0, 6.0], 20.0) == [0.0] * 4  # 80 us of kernels, 80 of launches
+    assert sglang_launch_waits([], 20.0) == []
+
+
+def test_sglang_eager_prefill_is_bound_by_its_launches_and_vllm_keeps_its_floor() -> None:
+    """SGLang's prefill batch (eager) of a few hundred tokens: a layer of 22 mostly small kernels lasts its launches'
+    time on the host; a long prompt's layer has more GPU work than launches and is priced as its kernels. vLLM's
+    eager steps keep the per-kernel floor."""
+    dep = DeploymentSpec(tp=8, engine="sglang")
+    local, cost = shard(QWEN, dep), CostModel(gpu("b200"))
+    sglang = ShardedRuntime(get_runtime("vllm"), dep, gpu("b200"), QWEN)
+
+    def layer_us(ks: list) -> float:
+        return sum(cost.cost(k).time_us for k in ks)
+
+    short = sglang.prefill_chunk(local, 256, 0)
+    assert layer_us(short) == pytest.approx(len(short) * SGLANG_EAGER_LAUNCH_US)
+    long = sglang.prefill_chunk(local, 8192, 0)
+    assert layer_us(long) > len(long) * SGLANG_EAGER_LAUNCH_US
+    assert layer_us(long) == pytest.approx(layer_us(sglang.with_collectives(local, sglang.base.prefill_chunk(
+        local, 8192, 0), 8192)))  # unchanged: the host ran ahead
+    assert layer_us(sglang.decode_step(local, 1024)) < len(short) * SGLANG_EAGER_LAUNCH_US  # a CUDA graph
+    vllm_dep = DeploymentSpec(tp=8, cuda_graphs=False)
+    vllm = ShardedRuntime(get_runtime("vllm"), vllm_dep, gpu("b200"), QWEN).prefill_chunk(local, 256, 0)
+    assert min(cost.cost(k).time_us for k in vllm) == pytest.approx(EAGER_LAUNCH_FLOOR_US)
 
 
 def test_host_time_is_exposed_without_async_scheduling() -> None:

@@ -152,3 +152,43 @@ def test_async_scheduling_admits_a_new_request_one_step_later(async_scheduling: 
     admitted = next(e.t_us for e in _of(r.events, "request", "scheduled") if e.request_id == 1)
     k = next(i for i, s in enumerate(steps) if s.start_us <= arrive < s.start_us + s.model_dur_us)
     assert admitted == steps[k + steps_later].start_us
+
+
+def _mixed_steps(events: list[Any]) -> tuple[int, int]:
+    """(steps that carry a prefill chunk beside decodes, steps that carry a prefill chunk)."""
+    steps = [e.num_tokens for e in _of(events, "step")]
+    with_prefill = [n for n in steps if any(t > 1 for t in n)]
+    return sum(1 for n in with_prefill if 1 in n), len(with_prefill)
+
+
+def test_sglang_runs_prefill_batches_apart_from_the_decodes_vllm_mixes_them() -> None:
+    # SGLang's get_next_batch_to_run: a new prefill batch first, the running decodes only when there is none
+    # (enable_mixed_chunk off by default); vLLM V1 schedules the decodes and the new prompts in one step
+    work = {"num_requests": 12, "input_len": 300, "output_len": 40, "range_ratio": 0.5, "max_concurrency": 4,
+            "seed": 3}
+    sglang = simulate(_spec(work, deployment={"tp": 1, "engine": "sglang"}))
+    vllm = simulate(_spec(work, deployment={"tp": 1}))
+    mixed, prefills = _mixed_steps(sglang.events)
+    assert prefills >= 3 and mixed == 0
+    assert _mixed_steps(vllm.events)[0] > 0
+    assert sglang.summary["completed"] == vllm.summary["completed"] == 12
+    # a decode waits out every prefill pass that comes while it runs: TPOT grows beside vLLM's scheduler
+    assert sglang.summary["mean_tpot_ms"] > vllm.summary["mean_tpot_ms"]
+
+
+def test_sglang_finishes_the_chunked_prompts_before_the_decodes_run_again() -> None:
+    # two 5000-token prompts at once over a 2048-token budget: SGLang's prefill passes run back to back (its
+    # chunked_req leads the next prefill batch) and the first request decodes only once no prompt is left;
+    # vLLM decodes it beside the second prompt's chunks
+    work = {"num_requests": 2, "input_len": 5000, "output_len": 8}
+    budget = {"max_num_batched_tokens": 2048}
+
+    def chunks_before_first_decode(engine: str) -> list[list[int]]:
+        r = simulate(_spec(work, deployment={"tp": 1, "engine": engine}, scheduler=budget))
+        steps = [e.num_tokens for e in _of(r.events, "step")]
+        first = next(i for i, n in enumerate(steps) if 1 in n)
+        return steps[:first]
+
+    sglang = chunks_before_first_decode("sglang")
+    assert [sum(n) for n in sglang] == [2048, 2048, 2048, 2048, 1808]  # all 10,000 prompt tokens first
+    assert sum(map(sum, chunks_before_first_decode("vllm"))) == 3 * 2048  # r0 decodes in the 4th step, beside r1

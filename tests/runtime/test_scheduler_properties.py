@@ -34,7 +34,7 @@ def _trace(rng: np.random.Generator, path: Path, n: int) -> str:
     return str(path)
 
 
-def _workload_spec(seed: int, tmp: Path) -> ScenarioSpec:
+def _workload_spec(seed: int, tmp: Path, engine: str = "vllm") -> ScenarioSpec:
     rng = np.random.default_rng(seed)
     mnbt = int(rng.choice([16, 64, 256, 512, 2048]))
     sched: dict[str, Any] = {
@@ -65,6 +65,8 @@ def _workload_spec(seed: int, tmp: Path) -> ScenarioSpec:
     tokens = int(rng.integers(60, 400)) * 16
     spec: dict[str, Any] = {"model": MODEL, "runtime": "vllm", "gpu": "h200", "seed": seed, "workload": work,
                             "scheduler": sched, "free_hbm_gib": tokens * KIB_PER_TOKEN / 2**20}
+    if engine != "vllm":
+        deployment = {**(deployment or {"tp": 1}), "engine": engine}
     if deployment is not None:
         spec["deployment"] = deployment
     return ScenarioSpec.model_validate(spec)
@@ -82,7 +84,7 @@ def _run(spec: ScenarioSpec) -> Any:
     raise AssertionError("no pool fits the longest request")
 
 
-def _check(spec: ScenarioSpec, events: list[Any], summary: dict[str, Any]) -> None:
+def _check(spec: ScenarioSpec, events: list[Any], summary: dict[str, Any], apart: bool = False) -> None:
     lim = spec.scheduler_limits
     # time is monotone; steps follow one another
     assert all(a.t_us <= b.t_us for a, b in zip(events, events[1:], strict=False)), "events out of time order"
@@ -99,7 +101,7 @@ def _check(spec: ScenarioSpec, events: list[Any], summary: dict[str, Any]) -> No
         if not spec.scheduler.enable_chunked_prefill:
             assert all(n == 1 or n == lim.max_num_batched_tokens or n <= lim.max_model_len for n in s.num_tokens)
     _check_blocks(events, int(summary["pool_pages"]))
-    _check_requests(spec, events, steps, summary)
+    _check_requests(spec, events, steps, summary, apart)
 
 
 def _check_blocks(events: list[Any], pool_pages: int) -> None:
@@ -125,7 +127,10 @@ def _check_blocks(events: list[Any], pool_pages: int) -> None:
         assert len(owner) <= pool_pages
 
 
-def _check_requests(spec: ScenarioSpec, events: list[Any], steps: list[Any], summary: dict[str, Any]) -> None:
+def _check_requests(spec: ScenarioSpec, events: list[Any], steps: list[Any], summary: dict[str, Any],
+                    apart: bool = False) -> None:
+    """Replayed from the events: every request's tokens, first token and finish; `apart`: no step runs a decode
+    beside a prefill chunk (SGLang's scheduler)."""
     reqs = [e for e in events if e.kind == "request"]
     arrive = {e.request_id: e for e in reqs if e.what == "arrive"}
     too_long = {rid for rid, e in arrive.items() if e.input_len + e.output_len > spec.max_model_len}
@@ -154,6 +159,9 @@ def _check_requests(spec: ScenarioSpec, events: list[Any], steps: list[Any], sum
         if s is None:
             continue
         end = s.start_us + s.model_dur_us
+        kinds = {outputs[rid] > 0 and computed[rid] == arrive[rid].input_len + outputs[rid] - 1  # a decode
+                 for rid in s.request_ids}
+        assert not apart or len(kinds) < 2, f"step {s.index} runs decodes beside a prefill chunk"
         for rid, n in zip(s.request_ids, s.num_tokens, strict=True):
             assert rid in live, f"request {rid} runs in step {s.index} without its blocks"
             assert s.start_us >= arrive[rid].t_us
@@ -217,6 +225,14 @@ def test_random_workloads_keep_vllms_guarantees(seed: int, tmp_path: Path) -> No
     if seed % 5 == 0:  # the same scenario and seed: the same events, byte for byte
         again = _run(r.spec)
         assert [event_json(e) for e in again.events] == [event_json(e) for e in r.events]
+
+
+@pytest.mark.parametrize("seed", range(0, NUM_WORKLOADS, 2))
+def test_sglangs_scheduler_keeps_them_and_never_mixes(seed: int, tmp_path: Path) -> None:
+    """The same workloads under deployment.engine sglang (prefill batches first, apart from the decodes)."""
+    spec = _workload_spec(seed, tmp_path, engine="sglang")
+    r = _run(spec)
+    _check(r.spec, [e for e in r.events if e.kind != "summary"], r.summary, apart=True)
 
 
 def test_the_random_workloads_reach_the_cases_they_are_for(tmp_path: Path) -> None:

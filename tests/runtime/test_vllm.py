@@ -100,6 +100,35 @@ def test_sglang_runs_its_q_k_norms_and_rope_apart() -> None:
     assert deployed_plan.base.engine == "sglang"
 
 
+def test_sglang_copies_its_q_k_heads_and_runs_them_one_by_one_outside_a_graph() -> None:
+    """Qwen3MoeAttention._apply_qk_norm reshapes the qkv split to heads (a copy from two tokens up), and only under
+    a CUDA graph capture does k's copy and norm (and set_kv_buffer's v store) go on an alternate stream; a prefill
+    batch runs eagerly, each of them in turn."""
+    sglang = VllmRuntime("blackwell")
+    sglang.engine = "sglang"
+
+    def names(ks: list[Kernel], stage: str) -> list[str]:
+        return [k.name.split(" ")[0] for k in ks if k.stage == stage]
+
+    one, many = sglang.decode_step(QWEN, 1000), sglang.step_kernels(QWEN, [(1, 1000)] * 16)
+    assert names(one, "qk_norm_rope") == ["apply_qk_norm", "apply_rope_with_cos_sin_cache_inplace"]  # a view
+    assert names(many, "qk_norm_rope") == ["direct_copy_kernel", "apply_qk_norm",
+                                           "apply_rope_with_cos_sin_cache_inplace"]
+    prefill = sglang.prefill_chunk(QWEN, 512, 0)
+    assert names(prefill, "qk_norm_rope") == ["direct_copy_kernel", "RMSNormKernel", "direct_copy_kernel",
+                                              "RMSNormKernel", "apply_rope_with_cos_sin_cache_inplace"]
+    assert names(prefill, "attention")[:2] == ["index_put_kernel", "index_put_kernel"]
+    assert names(many, "attention")[0] == "index_put_kernel" and names(many, "attention")[1] != "index_put_kernel"
+    # a prefill chunk beside decodes is eager too; vLLM's lists do not change with the step's kind
+    assert names(sglang.step_kernels(QWEN, [(512, 0), (1, 1000)]), "qk_norm_rope") == names(prefill, "qk_norm_rope")
+    vllm = VllmRuntime("blackwell")
+    assert names(vllm.prefill_chunk(QWEN, 512, 0), "qk_norm_rope") == names(vllm.decode_step(QWEN, 1000),
+                                                                             "qk_norm_rope")
+    # the copies move the bytes of q (and k): same traffic as the norm that reads them
+    copy = next(k for k in prefill if k.name.startswith("direct_copy_kernel (q"))
+    assert copy.bytes == pytest.approx(2 * 2 * 512 * QWEN.num_attention_heads * QWEN.head_dim)
+
+
 def _fused(ks: list[Kernel]) -> list[Kernel]:
     return [k for k in ks if k.name == "fused_moe_kernel"]
 

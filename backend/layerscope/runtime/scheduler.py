@@ -21,6 +21,11 @@ always behind the decodes there too (it was admitted last, or resumed last after
 max_num_batched_tokens >= max_num_seqs (refused otherwise, scenario.py) leaves every decode its token. Async
 scheduling's one-step delay for new requests is the serving loop's (frontend_latency.lagged_arrival).
 
+SGLangScheduler is SGLang's policy (deployment.engine: sglang): a step runs prefill chunks or decodes, never both.
+SGLang's Scheduler.get_next_batch_to_run builds a prefill batch first ("Run prefill first if possible") and runs the
+running decodes only when there is none; server_args.enable_mixed_chunk, which would mix the decodes into the
+prefill batch, defaults to False (python/sglang/srt/managers/scheduler.py, server_args.py).
+
 ArticleScheduler keeps the article's chunk scheduler: decodes unbudgeted, then one prefill chunk of the
 oldest request still in prefill, of chunk_size (low_mem_chunk_size below the free-HBM threshold).
 
@@ -190,6 +195,38 @@ class Scheduler:
         self.running.remove(req)
         self.kv.free(req)
         res.finished.append(req)
+
+
+class SGLangScheduler(Scheduler):
+    """SGLang's prefill-first policy without mixed chunks: a step of prefill chunks (the request part-way through
+    its prompt first, then waiting ones, within the chunked-prefill budget) while any is ready, else the decodes."""
+
+    def schedule(self) -> SchedulerOutput:
+        if self.waiting or any(map(self._in_prefill, self.running)):
+            out = self._prefill_pass()
+            if out.num_tokens or out.preempted:
+                return out
+        return super().schedule()  # no prefill could run (none ready, or no KV room): the decodes
+
+    @staticmethod
+    def _in_prefill(r: Request) -> bool:
+        return not (r.num_output_tokens and r.input_len + r.num_output_tokens - r.num_computed_tokens == 1)
+
+    def _prefill_pass(self) -> SchedulerOutput:
+        out = SchedulerOutput(token_budget=self.max_num_batched_tokens)
+        budget = self.max_num_batched_tokens
+        for req in [r for r in self.running if self._in_prefill(r)]:
+            if req.status is not RequestStatus.RUNNING or budget <= 0:
+                continue
+            n = self._running_tokens(req, budget)
+            alloc = self._allocate_or_preempt(req, n, out) if n > 0 else None
+            if alloc is None:
+                break
+            out.allocated.append(ScheduledSeq(req, n, req.num_computed_tokens, allocation=alloc))
+            budget -= n
+        if not out.preempted:
+            self._admit(out, budget)
+        return out
 
 
 class ArticleScheduler(Scheduler):

@@ -33,7 +33,7 @@ from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.request import Request
 from layerscope.runtime.sched_interface import SchedulerInterface, SchedulerOutput, StepResult
-from layerscope.runtime.scheduler import ArticleScheduler, Scheduler
+from layerscope.runtime.scheduler import ArticleScheduler, Scheduler, SGLangScheduler
 from layerscope.runtime.serving_shadow import ServingShadow
 from layerscope.runtime.timing import Timing
 from layerscope.scenario import ScenarioSpec
@@ -91,13 +91,16 @@ def max_step_tokens(spec: ScenarioSpec) -> int:
 
 
 def make_scheduler(spec: ScenarioSpec, cache: KVCacheManager, free_bytes: Callable[[], float]) -> SchedulerInterface:
-    """vLLM's scheduler with this GPU's limits, or the article's chunk policy (its chunk shrinks as HBM fills)."""
+    """vLLM's scheduler with this GPU's limits (SGLang's prefill-first one for deployment.engine sglang), or the
+    article's chunk policy (its chunk shrinks as HBM fills)."""
     lim = spec.scheduler_limits
     if spec.runtime == "article":
         chunks = ChunkScheduler(spec.chunk_size, spec.low_mem_chunk_size, spec.low_mem_threshold_gib, cache.block_size)
         return ArticleScheduler(cache, chunks, lim.max_num_seqs, free_bytes)
-    return Scheduler(cache, lim.max_num_batched_tokens, lim.max_num_seqs, lim.long_prefill_token_threshold,
-                     spec.scheduler.enable_chunked_prefill)
+    sglang = spec.deployment is not None and spec.deployment.engine == "sglang"
+    return (SGLangScheduler if sglang else Scheduler)(cache, lim.max_num_batched_tokens, lim.max_num_seqs,
+                                                      lim.long_prefill_token_threshold,
+                                                      spec.scheduler.enable_chunked_prefill)
 
 
 def memo_sum(sums: dict[int, tuple[list[Kernel], float]], kernels: list[Kernel], timing: Timing) -> float:

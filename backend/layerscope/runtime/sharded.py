@@ -50,6 +50,13 @@ MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_ca
 # measured here); with CUDA graphs the launches are replayed by the GPU and only the fitted per-kernel launch
 # cost (hardware/cost.py FITTED.launch_us) remains.
 EAGER_LAUNCH_FLOOR_US = 10.0
+# SGLang's eager forward (its prefill batches; runtime/vllm.py `_finish`) issues its kernels from the Python forward
+# of each module, one after another: measured, SGLang PR #1401 (sglang.bench_latency, Meta-Llama-3-8B, batch 1,
+# flashinfer backend) decodes a token in 8.23 ms eagerly (--disable-cuda-graph) and in 7.35 ms as a CUDA graph, so
+# the eager step is bound by its ~400 launches (32 layers x 12: norm, qkv, rope, k and v stores, q copy, decode
+# attention, o_proj, norm, gate_up, act, down; ~8 outside the layers): ~20 us of host per launch. A kernel cannot
+# start before the host has issued it; the GPU catches up on the small kernels (`sglang_launch_waits`).
+SGLANG_EAGER_LAUNCH_US = 20.0
 # The engine's host work per step (schedule, prepare inputs, process outputs). Synchronous: vLLM issue #10634
 # measured a 5-6 ms gap between decode steps at batch 256 (Llama-2-7B, v1 engine); taken as 0.5 ms + 20 us per
 # sequence (256 -> 5.6 ms; the 0.5 ms floor is an assumption). With CUDA graphs and async scheduling (vLLM PR
@@ -139,6 +146,7 @@ class ShardedRuntime(RuntimePlan):
         self._outside: dict[tuple[ModelConfig, int, int], list[Kernel]] = {}
         self._all_reduce: dict[tuple[ModelConfig, int, str], Kernel] = {}
         self._floored: dict[int, tuple[Kernel, Kernel]] = {}  # id(kernel) -> (kernel, kernel with its floor)
+        self._eager_layers: dict[tuple[int, ...], tuple[list[Kernel], list[Kernel]]] = {}  # SGLang's eager layers
         # how launch_floors prices a kernel; an engine hands in its Timing's memoised cost, so that a step's new
         # attention kernel is priced once, not once here and again when it is launched
         self.price: Callable[[Kernel], KernelCost] = self.cost.cost
@@ -216,9 +224,11 @@ class ShardedRuntime(RuntimePlan):
 
     def launch_floors(self, kernels: list[Kernel], tokens: int, eager: bool = False) -> list[Kernel]:
         """Eager launches (no CUDA graphs, more tokens than the largest captured graph, or `eager`) last at least
-        the host's time to issue them."""
+        the host's time to issue them; SGLang's wait for their launch in a queue (`_sglang_eager`)."""
         if self._graphs(tokens) and not eager:
             return kernels
+        if self.dep.engine == "sglang":
+            return self._sglang_eager(kernels)
         out = []
         floored = self._floored
         for k in kernels:
@@ -230,8 +240,46 @@ class ShardedRuntime(RuntimePlan):
             out.append(hit[1])
         return out
 
+    def _sglang_eager(self, kernels: list[Kernel]) -> list[Kernel]:
+        """One layer's kernels launched eagerly by SGLang's forward: each waits for its launch (see
+        `sglang_launch_waits`), the wait added to its fixed time."""
+        key = tuple(map(id, kernels))
+        hit = self._eager_layers.get(key)
+        if hit is None:
+            waits = sglang_launch_waits([self.price(k).time_us for k in kernels], SGLANG_EAGER_LAUNCH_US)
+            for i, k in enumerate(kernels):  # a collective's fixed_us is its price: the kernel before idles instead
+                before = next((j for j in range(i - 1, i - len(kernels), -1) if kernels[j].kind != "collective"), None)
+                if k.kind == "collective" and waits[i] > 0.0 and before is not None:
+                    waits[before] += waits[i]
+                    waits[i] = 0.0
+            out = [replace(k, fixed_us=k.fixed_us + w) if w > 0.0 else k for k, w in zip(kernels, waits, strict=True)]
+            hit = self._eager_layers[key] = (list(kernels), out)  # holds the kernels, so their ids are not reused
+        return hit[1]
+
     def _graphs(self, tokens: int) -> bool:
         return self.dep.cuda_graphs and tokens <= MAX_CAPTURE_TOKENS
+
+
+def sglang_launch_waits(times_us: list[float], launch_us: float, max_layers: int = 8) -> list[float]:
+    """How long each of a layer's eagerly launched kernels waits for the host, the layer repeated layer after layer.
+
+    The host issues a kernel every `launch_us`; the GPU runs each once it is issued and the one before has finished.
+    With more GPU time than host time the host runs ahead and nothing waits. Otherwise the GPU catches up with the
+    host in every layer and the waits repeat from one layer to the next: a layer then lasts its launches' time. The
+    waits are those of that repeating layer (queued layer after layer until two agree)."""
+    n = len(times_us)
+    if n == 0 or n * launch_us <= sum(times_us):
+        return [0.0] * n
+    end, last = 0.0, None  # when the GPU finishes the kernel before; the previous layer's waits
+    for layer in range(max_layers):
+        waits = []
+        for i, t in enumerate(times_us):
+            waits.append(max(0.0, (layer * n + i) * launch_us - end))
+            end += waits[-1] + t
+        if last is not None and all(abs(a - b) < 1e-9 for a, b in zip(waits, last, strict=True)):
+            break
+        last = waits
+    return waits
 
 
 @dataclass(frozen=True)

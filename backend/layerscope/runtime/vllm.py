@@ -78,7 +78,7 @@ class VllmRuntime(RuntimePlan):
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
         attn = self._prefill_attention(model, tokens, context_before)
-        return self._layer(model, tokens, attn, dtype)
+        return self._layer(model, tokens, attn, dtype, eager=self.engine == "sglang")
 
     def decode_step(self, model: ModelConfig, context_len: int, batch: int = 1, dtype: str = "bf16") -> list[Kernel]:
         _check(batch, context_len)
@@ -115,26 +115,29 @@ class VllmRuntime(RuntimePlan):
         if num_decodes:
             attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx,
                                            gqa_packed=not (prefills and self.arch in UNPACKED_MIXED_DECODE))
-        return self._layer(model, tokens, attn, dtype)
+        # SGLang runs a batch with prefill ("extend") tokens eagerly, outside its CUDA graphs (runtime/sharded.py)
+        return self._layer(model, tokens, attn, dtype, eager=bool(prefills) and self.engine == "sglang")
 
     # -- the layer, around its attention -------------------------------------------------------------------------
-    def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str) -> list[Kernel]:
-        """The layer's kernels around `attention`; the rest depends only on (model, tokens, dtype), so a serving
-        run's thousands of steps share it (Kernels are frozen)."""
-        key = (m, t, dtype)
+    def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str,
+               eager: bool = False) -> list[Kernel]:
+        """The layer's kernels around `attention`; the rest depends only on (model, tokens, dtype, eager), so a
+        serving run's thousands of steps share it (Kernels are frozen). `eager`: SGLang outside a CUDA graph."""
+        key = (m, t, dtype, eager)
         parts = self._parts.get(key)
         if parts is None:
-            parts = self._parts[key] = self._layer_parts(m, t, dtype)
+            parts = self._parts[key] = self._layer_parts(m, t, dtype, eager)
         return [*parts[0], *attention, *parts[1]]
 
-    def _layer_parts(self, m: ModelConfig, t: int, dtype: str) -> tuple[list[Kernel], list[Kernel]]:
+    def _layer_parts(self, m: ModelConfig, t: int, dtype: str, eager: bool = False
+                     ) -> tuple[list[Kernel], list[Kernel]]:
         w = _weight_dtype(m, dtype)
         h = m.hidden_size
         ks = [
             _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
             *linear(w, "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h),
-            *self._qk_norm_rope(m, t),
-            self._kv_write(m, t),
+            *self._qk_norm_rope(m, t, eager),
+            *self._kv_write(m, t, eager),
         ]
         after = [
             *linear(w, "o_proj", t, h, m.q_dim),
@@ -153,30 +156,50 @@ class VllmRuntime(RuntimePlan):
         )
         return ks, after
 
-    def _qk_norm_rope(self, m: ModelConfig, t: int) -> list[Kernel]:
+    def _qk_norm_rope(self, m: ModelConfig, t: int, eager: bool = False) -> list[Kernel]:
         """vLLM: one fused kernel. SGLang (as of 0.5.6): its fused qk_norm_rope (PR #13998) is behind
-        --enable-fused-qk-norm-rope, off by default, so the q/k RMSNorms (k_norm on an alternate stream under CUDA
-        graphs: one kernel on the critical path; SGLang PR #22355's decode trace: apply_qk_norm twice a layer) run
-        before its own rope kernel (apply_rope_with_cos_sin_cache_inplace once a layer)."""
+        --enable-fused-qk-norm-rope, off by default, so the q/k RMSNorms run before its own rope kernel
+        (apply_rope_with_cos_sin_cache_inplace once a layer), as Qwen3MoeAttention._apply_qk_norm writes them:
+        `q.reshape(-1, head_dim)` of the qkv split (a view of rows qkv-wide, not viewable as heads beyond one
+        token: torch copies it) then q_norm, the same for k; under a CUDA graph capture k's copy and norm run on an
+        alternate stream (one copy and one norm on the critical path; SGLang PR #22355's decode trace:
+        apply_qk_norm twice a layer), eagerly (a prefill batch) all four one after another."""
         heads = m.num_attention_heads + m.num_key_value_heads
         elems = t * heads * m.head_dim  # q and k rotated (and normalised) in place
         byts = 2 * ACT_BYTES * elems + t * m.head_dim * 4.0  # read+write q,k; cos/sin cache in fp32
         shapes = f"q,k[{t},{heads},{m.head_dim}]"
         if m.qk_norm and self.engine == "sglang":
-            return [
-                Kernel("apply_qk_norm (q_norm; k_norm on an alternate stream)", "qk_norm_rope", "norm", 6.0 * elems,
-                       2 * ACT_BYTES * elems, shapes=shapes, ctas=t * heads),
-                Kernel("apply_rope_with_cos_sin_cache_inplace", "qk_norm_rope", "elementwise", 4.0 * elems, byts,
-                       shapes=shapes, ctas=t * heads),
-            ]
+            rope = Kernel("apply_rope_with_cos_sin_cache_inplace", "qk_norm_rope", "elementwise", 4.0 * elems, byts,
+                          shapes=shapes, ctas=t * heads)
+            if not eager:
+                return [*_reshape_copy("q", t, m.num_attention_heads, m.head_dim),
+                        Kernel("apply_qk_norm (q_norm; k_norm on an alternate stream)", "qk_norm_rope", "norm",
+                               6.0 * elems, 2 * ACT_BYTES * elems, shapes=shapes, ctas=t * heads),
+                        rope]
+            out = []
+            for part, n in (("q", m.num_attention_heads), ("k", m.num_key_value_heads)):
+                e = t * n * m.head_dim
+                out += [*_reshape_copy(part, t, n, m.head_dim),
+                        Kernel(f"RMSNormKernel ({part}_norm)", "qk_norm_rope", "norm", 6.0 * e, 2 * ACT_BYTES * e,
+                               shapes=f"{part}[{t * n},{m.head_dim}]", ctas=t * n)]
+            return [*out, rope]
         name = "fused_qk_norm_rope_kernel" if m.qk_norm else "rotary_embedding_kernel"
         flops = (10.0 if m.qk_norm else 4.0) * elems
         return [Kernel(name, "qk_norm_rope", "elementwise", flops, byts, shapes=shapes, ctas=t * heads)]
 
-    def _kv_write(self, m: ModelConfig, t: int) -> Kernel:
+    def _kv_write(self, m: ModelConfig, t: int, eager: bool = False) -> list[Kernel]:
+        """vLLM: one kernel writes k and v into the paged cache. SGLang: MHATokenToKVPool.set_kv_buffer indexes
+        `k_buffer[loc] = k` and `v_buffer[loc] = v`, two copies; under a CUDA graph capture v's on an alternate
+        stream (one on the critical path), eagerly one after the other (python/sglang/srt/mem_cache/memory_pool.py)."""
         kv_b = DTYPE_BYTES[m.kv_dtype]
         byts = 2 * t * m.kv_dim * (ACT_BYTES + kv_b) + t * 8  # read k, v; write into pages; slot mapping
-        return Kernel(
+        if self.engine == "sglang":
+            if not eager:
+                return [Kernel("index_put_kernel (k_buffer[loc] = k; v on an alternate stream)", "attention",
+                               "memory", 0.0, byts, shapes=f"k,v[{t},{m.kv_dim}] -> cache ({m.kv_dtype})", ctas=t)]
+            return [Kernel(f"index_put_kernel ({part}_buffer[loc] = {part})", "attention", "memory", 0.0, byts / 2,
+                           shapes=f"{part}[{t},{m.kv_dim}] -> cache ({m.kv_dtype})", ctas=t) for part in "kv"]
+        return [Kernel(
             "reshape_and_cache_flash_kernel",
             "attention",
             "memory",
@@ -184,7 +207,7 @@ class VllmRuntime(RuntimePlan):
             byts,
             shapes=f"k,v[{t},{m.kv_dim}] -> paged cache ({m.kv_dtype})",
             ctas=t,
-        )
+        )]
 
     def _prefill_attention(self, m: ModelConfig, t: int, ctx: int) -> list[Kernel]:
         return [prefill_attention_kernel(self.arch, [(t, ctx)], m.num_attention_heads, m.num_key_value_heads,
@@ -270,6 +293,15 @@ def paged_decode_kernel(batch: int, ctx: int, total_ctx: int, q_heads: int, kv_h
         shapes=f"q[{batch},{q_heads},{head_dim}] x paged kv[{ctx}] per sequence",
         attn=AttentionShape(1, ctx - 1, head_dim, causal=True, batch=batch, kv_heads=kv_heads),
     )
+
+
+def _reshape_copy(part: str, t: int, heads: int, head_dim: int) -> list[Kernel]:
+    """SGLang's `q.reshape(-1, head_dim)` of the qkv split: a copy from two tokens up (one token's row is viewable)."""
+    if t < 2:
+        return []
+    e = t * heads * head_dim
+    return [Kernel(f"direct_copy_kernel ({part}.reshape(-1, head_dim))", "qk_norm_rope", "elementwise", 0.0,
+                   2 * ACT_BYTES * e, shapes=f"{part}[{t},{heads * head_dim}] -> [{t * heads},{head_dim}]", ctas=t)]
 
 
 def _norm(name: str, stage: str, t: int, h: int, fused_add: bool) -> Kernel:
