@@ -1,12 +1,14 @@
 """Sizing a deployment for a request rate under SLOs: `layerscope plan --request-rate R --slo ttft:MS,tpot:MS`.
 
-    candidates = colocated (one engine of tp GPUs)  +  xPyD splits (x prefill, y decode engines of tp each)
+    candidates = colocated (one engine of tp GPUs)  +  replicas (n engines of tp GPUs behind the router)
+               + data-parallel attention (one engine of dp ranks x tp GPUs, experts over all: ep = dp x tp)
+               + xPyD splits (x prefill, y decode engines of tp each)
     each candidate: the workload at rate R, simulated (summary only) -> request_goodput, SLO attainment
     meets the SLOs: attainment >= the target (90%: DistServe's, OSDI'24, "SLO attainment" of 90%)
     the answer: the fewest GPUs that meet them (ties: the higher goodput per GPU)
 
 A candidate a deployment cannot run (weights that do not fit, nvlink across nodes) is kept with its refusal.
-Replicas behind a router and data-parallel attention join the grid once the engine builds them (issue 20).
+A candidate past one node's GPUS_PER_NODE asks for the nodes it fills.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from layerscope.deployment import GPUS_PER_NODE
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import ScenarioSpec, format_validation_error
 
@@ -32,21 +35,39 @@ class Candidate:
     def num_gpus(self) -> int:
         dis = self.deployment.get("disaggregation")
         if dis is None:
-            return int(self.deployment["tp"])
-        return sum(int(dis[p]["instances"]) * int(dis[p]["tp"]) for p in ("prefill", "decode"))
+            d = self.deployment
+            return int(d["tp"]) * int(d.get("dp", 1)) * int(d.get("replicas", 1))
+        return sum(int(dis[p]["instances"]) * int(dis[p]["tp"]) * int(dis[p].get("dp", 1))
+                   for p in ("prefill", "decode"))
 
 
-def candidates(tps: list[int], splits: list[tuple[int, int]], max_gpus: int, link: str) -> list[Candidate]:
-    """Colocated at each tp, then each xPyD split at each tp (both pools alike), up to max_gpus."""
-    out = [Candidate(f"colocated tp{tp}", {"tp": tp, "disaggregation": None}) for tp in tps]
+def _colocated(label: str, tp: int, replicas: int = 1, dp: int = 1) -> Candidate:
+    """One shape on its own GPUs; dp > 1 spreads the experts over every GPU (DeploymentSpec derives ep = dp x tp)."""
+    return Candidate(label, {"tp": tp, "ep": 1, "dp": dp, "replicas": replicas, "disaggregation": None})
+
+
+def candidates(tps: list[int], splits: list[tuple[int, int]], max_gpus: int, link: str,
+               dps: tuple[int, ...] = (2,)) -> list[Candidate]:
+    """Colocated at each tp; replicas of each tp (2 up to what max_gpus holds, behind the router); dp ranks of each
+    tp (each of dps); each xPyD split at each tp (both pools alike); all up to max_gpus."""
+    out = [_colocated(f"colocated tp{tp}", tp) for tp in tps]
+    out += [_colocated(f"{n} replicas tp{tp}", tp, replicas=n) for tp in tps for n in range(2, max_gpus // tp + 1)]
+    out += [_colocated(f"dp{dp} tp{tp}", tp, dp=dp) for dp in dps if dp > 1 for tp in tps]
     for x, y in splits:
         for tp in tps:
             pools = {"prefill": {"instances": x, "tp": tp}, "decode": {"instances": y, "tp": tp}}
             out.append(Candidate(f"{x}P{y}D tp{tp}", {"tp": tp, "disaggregation": {**pools, "link": link}}))
-    out = [c for c in out if c.num_gpus <= max_gpus]
+    out = [_on_nodes(c) for c in out if c.num_gpus <= max_gpus]
     if len(out) > MAX_CANDIDATES:
         raise ValueError(f"the grid has {len(out)} candidates; the limit is {MAX_CANDIDATES}")
     return out
+
+
+def _on_nodes(c: Candidate) -> Candidate:
+    """A candidate past one node asks for the nodes its GPUs fill."""
+    if c.num_gpus <= GPUS_PER_NODE:
+        return c
+    return Candidate(c.label, {**c.deployment, "nodes": -(-c.num_gpus // GPUS_PER_NODE)})
 
 
 def size(base: ScenarioSpec, rate: float, slos: dict[str, float], grid: list[Candidate],

@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo", default="ttft:2000,tpot:100", metavar="KEY:MS,...",
                    help="SLOs in ms (ttft, tpot, e2el) for --request-rate (default ttft:2000,tpot:100)")
     p.add_argument("--tps", default="4,8", help="tensor parallel sizes of the grid (--request-rate)")
+    p.add_argument("--dps", default="2", help="data-parallel attention sizes of the grid, each with every tp and ep = "
+                   "dp x tp (--request-rate; '' for none)")
     p.add_argument("--splits", default="1P1D,1P2D,2P1D", help="xPyD splits of the grid (--request-rate)")
     p.add_argument("--max-gpus", type=int, default=8, help="largest deployment of the grid (--request-rate)")
     p.add_argument("--link", choices=("nvlink", "rdma"), default=None,
@@ -163,12 +165,9 @@ def _size(args: argparse.Namespace) -> int:
     if not 0 < args.attainment <= 100 or not 1 <= args.max_gpus <= 64 or not 1 <= args.num_prompts <= 2000:
         raise ValueError("--attainment must be in (0, 100], --max-gpus 1..64, --num-prompts 1..2000")
     slos = parse_goodput([args.slo], "--slo")
-    try:
-        tps = [int(t) for t in args.tps.split(",") if t.strip()]
-    except ValueError:
-        raise ValueError(f"--tps {args.tps!r}: comma-separated integers") from None
+    tps, dps = _ints(args.tps, "--tps"), _ints(args.dps, "--dps")
     link = args.link or ("nvlink" if args.max_gpus <= 8 else "rdma")
-    grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link)
+    grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link, tuple(dps))
     base = ScenarioSpec.model_validate({
         "name": "plan", "model": args.model, "gpu": args.gpu, "runtime": "vllm",
         "deployment": {"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
@@ -191,6 +190,16 @@ def _size(args: argparse.Namespace) -> int:
               f"{r['slo_attainment_pct']:>10.1f}  {'yes' if r['meets_slo'] else 'no'}")
     print(f"fewest GPUs meeting the SLOs: {out['best'] or 'none of the grid'}")
     return 0
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        out = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: comma-separated integers") from None
+    if any(n < 1 for n in out):
+        raise ValueError(f"{flag} {text!r}: sizes >= 1")
+    return out
 
 
 def _break_even(args: argparse.Namespace, base: ScenarioSpec, slos: dict[str, float], grid: list[Candidate]) -> int:
