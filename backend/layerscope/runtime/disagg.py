@@ -33,7 +33,7 @@ from layerscope.runtime.request import Request, RequestStatus
 from layerscope.runtime.sched_interface import SchedulerOutput, StepResult
 from layerscope.runtime.scheduler import Scheduler
 from layerscope.runtime.serving import ServingInstance
-from layerscope.runtime.transfer import SETUP_US, Link, Transfer, lane_bandwidth, transfer_size
+from layerscope.runtime.transfer import Link, Transfer, lane_bandwidth, transfer_size
 from layerscope.scenario import ScenarioSpec
 
 KV_TRANSFER = "kv_transfer"  # the transfers' stream: one timeline row
@@ -268,11 +268,11 @@ class DisaggLoop(Loop):
         for a in d.allocate_arrived(t):
             p, req = self.prefills[a.src], a.req
             size = transfer_size(p.full_model, req.num_computed_tokens, p.spec.deployment.tp,  # type: ignore[union-attr]
-                                 d.spec.deployment.tp, d.model.kv_dtype)  # type: ignore[union-attr]
+                                 d.spec.deployment.tp, d.model.kv_dtype, d.page_size)  # type: ignore[union-attr]
             link = self.links[a.src]
             last_layer_us = size.lane_bytes / self.num_layers / link.bandwidth * 1e6
             not_before = a.prefill_end_us + last_layer_us if self.dis.streaming else 0.0
-            link.add(Transfer(req.request_id, size, t, t + SETUP_US, not_before, payload=(req, a.src, j)))
+            link.add(Transfer(req.request_id, size, t, t + size.post_us, not_before, payload=(req, a.src, j)))
             self.records[req.request_id] = TransferRecord(req.request_id, a.prefill_end_us, t, bytes=size.total_bytes)
             if d.recorder.keeps:
                 d.recorder.request(req, "transfer_start", t)
@@ -306,5 +306,6 @@ def _transfer_kernel(tr: Transfer, t: float, instance: int, link: str) -> Kernel
         t_us=tr.start_us, name=f"nixl_kv_read_{link}", stage="kv_transfer", stage_kind="memory", phase="decode",
         stream=KV_TRANSFER, start_us=tr.start_us, dur_us=t - tr.start_us, flops=0.0, bytes=s.total_bytes,
         bound="memory", hbm_util=0.0, l2_hit=0.0, shapes=f"request {tr.request_id}: {s.total_bytes / 1e6:.1f} MB over "
-        f"{s.lanes} lanes ({s.lane_bytes / 1e6:.1f} MB on the busiest), setup {SETUP_US / 1000:g} ms", scope="model",
+        f"{s.lanes} lanes ({s.lane_bytes / 1e6:.1f} MB on the busiest), post {s.post_us / 1000:.2f} ms for "
+        f"{s.descriptors:,} descriptors a GPU", scope="model",
         instance=instance)
