@@ -13,6 +13,7 @@ A candidate past one node's GPUS_PER_NODE asks for the nodes it fills.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,22 +107,79 @@ def parse_splits(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def break_even(base: ScenarioSpec, slos: dict[str, float], pair: tuple[Candidate, Candidate],
-               input_lens: list[int], rates: list[float]) -> dict[str, Any]:
-    """Over input length x request rate: each of two deployments' goodput per GPU, the winner and its margin
-    (winner's goodput per GPU / the other's - 1; None when the other's is 0). The sweep panel's break-even view."""
-    if len(input_lens) * len(rates) * 2 > MAX_CANDIDATES:
-        raise ValueError(f"{len(input_lens)} input lengths x {len(rates)} rates x 2 deployments: over "
-                         f"{MAX_CANDIDATES} runs")
+MAX_BREAK_EVEN_CELLS = MAX_CANDIDATES // 2  # two runs a cell
+
+
+def deployment_gpus(spec: ScenarioSpec) -> int:
+    """Every GPU a scenario's deployment holds: its pools, or replicas x dp x tp (1 without a deployment)."""
+    dep = spec.deployment
+    if dep is None:
+        return 1
+    if dep.disaggregation is not None:
+        return dep.disaggregation.num_gpus
+    return dep.tp * dep.dp * dep.replicas
+
+
+def deployment_label(spec: ScenarioSpec) -> str:
+    """A deployment in the plan grid's words: 'colocated tp8', '2 replicas tp4', 'dp2 tp4', '1P1D tp4/tp4'."""
+    dep = spec.deployment
+    if dep is None:
+        return "one GPU"
+    dis = dep.disaggregation
+    if dis is not None:
+        return f"{dis.prefill.instances}P{dis.decode.instances}D tp{dis.prefill.tp}/tp{dis.decode.tp}"
+    if dep.replicas > 1:
+        return f"{dep.replicas} replicas tp{dep.tp}"
+    return f"dp{dep.dp} tp{dep.tp}" if dep.dp > 1 else f"colocated tp{dep.tp}"
+
+
+def check_break_even_grid(input_lens: list[int], rates: list[float]) -> None:
+    cells = len(input_lens) * len(rates)
+    if not cells or cells > MAX_BREAK_EVEN_CELLS:
+        raise ValueError(f"{len(input_lens)} input lengths x {len(rates)} rates x 2 deployments: "
+                         f"{2 * cells} runs; give 1 to {MAX_BREAK_EVEN_CELLS} cells ({MAX_CANDIDATES} runs)")
+
+
+Summarize = Callable[[ScenarioSpec], dict[str, Any]]  # a spec -> its run's summary (summary only)
+
+
+def _summary(spec: ScenarioSpec) -> dict[str, Any]:
+    return dict(simulate(spec, summary_only=True).summary)
+
+
+def break_even_cells(pair: tuple[tuple[str, ScenarioSpec], tuple[str, ScenarioSpec]], input_lens: list[int],
+                     rates: list[float], summarize: Summarize = _summary) -> dict[str, Any]:
+    """Over input length x request rate: each of two labelled scenarios' goodput per GPU (request_goodput at its own
+    SLOs / every GPU of its deployment), the winner and its margin (winner's / the other's - 1; None when the
+    other's is 0). The sweep panel's break-even view; `summarize` runs one (the server's stops when its client
+    leaves)."""
+    check_break_even_grid(input_lens, rates)
+    labels = [label for label, _ in pair]
     cells = []
     for n in input_lens:
         for rate in rates:
-            spec = base.with_overrides({"workload.input_len": n})
-            rows = size(spec, rate, slos, list(pair))["candidates"]
-            per_gpu = [r.get("goodput_per_gpu") or 0.0 for r in rows]
+            per_gpu = []
+            for _, spec in pair:
+                one = spec.with_overrides({"workload.input_len": n, "workload.request_rate": rate, "compare": None,
+                                           "tour": []})
+                per_gpu.append(round(float(summarize(one)["request_goodput"]) / deployment_gpus(one), 4))
             win = 0 if per_gpu[0] >= per_gpu[1] else 1
             lose = per_gpu[1 - win]
-            cells.append({"input_len": n, "request_rate": rate, "goodput_per_gpu": dict(zip(
-                [c.label for c in pair], per_gpu, strict=True)), "winner": pair[win].label,
-                "margin": round(per_gpu[win] / lose - 1.0, 4) if lose > 0 else None})
-    return {"slo": slos, "deployments": [c.label for c in pair], "cells": cells}
+            cells.append({"input_len": n, "request_rate": rate, "goodput_per_gpu": dict(zip(labels, per_gpu,
+                          strict=True)), "winner": labels[win],
+                          "margin": round(per_gpu[win] / lose - 1.0, 4) if lose > 0 else None})
+    return {"slo": pair[0][1].goodput, "deployments": labels, "cells": cells}
+
+
+def break_even(base: ScenarioSpec, slos: dict[str, float], pair: tuple[Candidate, Candidate],
+               input_lens: list[int], rates: list[float]) -> dict[str, Any]:
+    """`plan --break-even 'A;B'`: two grid candidates on the plan's workload at its SLOs."""
+    check_break_even_grid(input_lens, rates)
+    specs = []
+    for c in pair:
+        dep = {**(base.deployment.model_dump() if base.deployment is not None else {}), **c.deployment}
+        try:
+            specs.append((c.label, base.with_overrides({"deployment": dep, "goodput": slos})))
+        except ValidationError as e:
+            raise ValueError(format_validation_error(e, c.label)) from None
+    return break_even_cells((specs[0], specs[1]), input_lens, rates)

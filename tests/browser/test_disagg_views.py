@@ -57,3 +57,32 @@ def test_break_even_view_in_the_sweep_panel(page: Any, server_url: str, tmp_path
     assert trace["z"][0][0] == pytest.approx(0.25) and trace["z"][1][1] == pytest.approx(-1.0)
     assert "break-even" in page.js("document.getElementById('sweep-info').textContent")
     assert page.problems == []
+
+
+def test_break_even_runs_from_the_panel(page: Any, server_url: str) -> None:
+    """"run break-even" posts the grid's input lengths x request rates to the server: the preset's 1P1D (A) against
+    its colocated compare run (B), a heatmap cell each naming the winner and its margin; a grid past the server's
+    bound is refused in the panel with the server's reason; a preset without a compare run has no button."""
+    tours.open_preset(page, server_url, "pd-disaggregated-vs-colocated")
+    button = page.page.get_by_test_id("breakeven-run")
+    assert button.is_visible()
+    grid = page.page.get_by_test_id("sweep-grid")
+    grid.fill("workload.input_len=1000,2000,4000; workload.request_rate=1,2,4")
+    button.click()
+    page.wait("!document.getElementById('sweep-error').classList.contains('hidden')", timeout_s=30)
+    assert "9 cells" in page.js("document.getElementById('sweep-error').textContent")
+    grid.fill("workload.input_len=1000; workload.request_rate=2,8")
+    button.click()
+    page.wait("document.getElementById('sweep-plot').data?.[0]?.type === 'heatmap'", timeout_s=120)
+    trace = page.js("(() => { const t = document.getElementById('sweep-plot').data[0]; return {x: t.x, y: t.y, "
+                    "text: t.text, hover: t.customdata}; })()")
+    assert trace["x"] == ["2", "8"] and trace["y"] == ["1000"]
+    assert all(t.startswith(("A ", "B ")) for t in trace["text"][0]), trace["text"]
+    assert "1P1D tp4/tp4" in trace["hover"][0][0] and "colocated tp 8" in trace["hover"][0][0]
+    info = page.js("document.getElementById('sweep-info').textContent")
+    assert "A 1P1D tp4/tp4 wins" in info and "of 2 cells" in info and "from the server" in info, info
+    assert page.js("document.getElementById('sweep-error').classList.contains('hidden')")
+    tours.open_preset(page, server_url, "decode-pulses")
+    assert not button.is_visible()
+    assert page.problems == ["console: Failed to load resource: the server responded with a status of 422 "
+                             "(Unprocessable Entity)"]  # the refused grid's answer, and nothing else
