@@ -137,6 +137,12 @@ class DisaggregationSpec(Strict):
     def num_gpus(self) -> int:
         return self.prefill.num_gpus + self.decode.num_gpus
 
+    def describe(self) -> str:
+        """In a few words, as labels show it: '1P1D tp4/tp4 over nvlink'."""
+        p, d = self.prefill, self.decode
+        dp = "".join(f" {name} dp{pool.dp}" for name, pool in (("prefill", p), ("decode", d)) if pool.dp > 1)
+        return f"{p.instances}P{d.instances}D tp{p.tp}/tp{d.tp}{dp} over {self.link}"
+
 
 class DeploymentSpec(Strict):
     """How the model is spread over GPUs and stored (vLLM's --tensor-parallel-size, --enable-expert-parallel, ...).

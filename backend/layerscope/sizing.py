@@ -121,13 +121,13 @@ def deployment_gpus(spec: ScenarioSpec) -> int:
 
 
 def deployment_label(spec: ScenarioSpec) -> str:
-    """A deployment in the plan grid's words: 'colocated tp8', '2 replicas tp4', 'dp2 tp4', '1P1D tp4/tp4'."""
+    """A deployment in the plan grid's words: 'colocated tp8', '2 replicas tp4', 'dp2 tp4', '1P1D tp4/tp4 over
+    nvlink'."""
     dep = spec.deployment
     if dep is None:
         return "one GPU"
-    dis = dep.disaggregation
-    if dis is not None:
-        return f"{dis.prefill.instances}P{dis.decode.instances}D tp{dis.prefill.tp}/tp{dis.decode.tp}"
+    if dep.disaggregation is not None:
+        return dep.disaggregation.describe()
     if dep.replicas > 1:
         return f"{dep.replicas} replicas tp{dep.tp}"
     return f"dp{dep.dp} tp{dep.tp}" if dep.dp > 1 else f"colocated tp{dep.tp}"

@@ -37,6 +37,30 @@ def test_disaggregated_tour_transfer_lane_and_ttft(page: Any, server_url: str, n
     tours.walk(page, name)
 
 
+def test_request_lanes_grouped_by_pool_with_the_transfer(page: Any, server_url: str) -> None:
+    """1P3D: run A's lanes grouped by prefill -> decode pair (three groups, one per decode engine, each its colour),
+    each lane with a KV transfer segment (its own colour) between its prefill and its decode; the hover names the
+    engine of each phase; run B (colocated replicas) keeps its replica bands."""
+    tours.open_preset(page, server_url, "two-node-1p3d")
+    sv = f"{L}.serving"
+    pairs = page.js(f"{sv}.order.map(id => {{ const r = {sv}.requests.get(id); "
+                    "return [r.instance, r.decodeInstance]; })")
+    assert len(pairs) == 48 and {p[0] for p in pairs} == {0} and {p[1] for p in pairs} == {1, 2, 3}
+    assert pairs == sorted(pairs)  # grouped: prefill engine, then decode engine
+    labels = page.js(f"({L}.views.requests.el.layout.annotations || []).map(a => a.text)")
+    assert [x for x in labels if "→" in x] == ["prefill 0 → decode 0", "prefill 0 → decode 1", "prefill 0 → decode 2"]
+    assert "replica 0" in labels  # run B's replicas
+    transfer = page.js(f"{L}.views.requests.el.data.find(t => t.meta === 'transfer')")
+    assert transfer["line"]["color"] != page.js(f"{L}.views.requests.el.data.find(t => t.meta === 'decode').line.color")
+    assert len([x for x in transfer["x"] if x is not None]) == 2 * 48  # one segment a request
+    hover = page.js(f"(() => {{ const id = {sv}.order[47]; "
+                    f"return {L}.views.requests.hover({sv}.requests.get(id), {sv}, 'A '); }})()")
+    assert "prefill on prefill 0" in hover and "KV transfer" in hover and "decode on decode 2" in hover, hover
+    legend = page.js("document.getElementById('requests-legend')?.textContent || ''")
+    assert "transfer" in legend and "kv_wait" in legend, legend
+    assert page.problems == []
+
+
 def test_break_even_view_in_the_sweep_panel(page: Any, server_url: str, tmp_path: Path) -> None:
     """A `plan --break-even --json` file loaded in the sweep panel: a heatmap over input length x request rate,
     each cell naming the winner (A or B) and its margin; hover gives both goodputs per GPU."""
@@ -78,9 +102,9 @@ def test_break_even_runs_from_the_panel(page: Any, server_url: str) -> None:
                     "text: t.text, hover: t.customdata}; })()")
     assert trace["x"] == ["2", "8"] and trace["y"] == ["1000"]
     assert all(t.startswith(("A ", "B ")) for t in trace["text"][0]), trace["text"]
-    assert "1P1D tp4/tp4" in trace["hover"][0][0] and "colocated tp 8" in trace["hover"][0][0]
+    assert "1P1D tp4/tp4 over nvlink" in trace["hover"][0][0] and "colocated tp 8" in trace["hover"][0][0]
     info = page.js("document.getElementById('sweep-info').textContent")
-    assert "A 1P1D tp4/tp4 wins" in info and "of 2 cells" in info and "from the server" in info, info
+    assert "A 1P1D tp4/tp4 over nvlink wins" in info and "of 2 cells" in info and "from the server" in info, info
     assert page.js("document.getElementById('sweep-error').classList.contains('hidden')")
     tours.open_preset(page, server_url, "decode-pulses")
     assert not button.is_visible()

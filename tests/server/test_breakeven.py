@@ -33,7 +33,7 @@ def test_the_preset_against_its_compare_run_cell_by_cell(real: TestClient) -> No
     r = real.post("/api/breakeven", json=body)
     assert r.status_code == 200, r.text
     out = r.json()
-    assert out["scenario"] == PRESET and out["deployments"] == ["1P1D tp4/tp4", "colocated tp 8"]
+    assert out["scenario"] == PRESET and out["deployments"] == ["1P1D tp4/tp4 over nvlink", "colocated tp 8"]
     assert out["slo"] == {"ttft": 1500.0, "tpot": 40.0}
     assert [(c["input_len"], c["request_rate"]) for c in out["cells"]] == [(256, 4.0), (2048, 4.0)]
     for c in out["cells"]:
@@ -44,7 +44,8 @@ def test_the_preset_against_its_compare_run_cell_by_cell(real: TestClient) -> No
     tight = real.post("/api/breakeven", json={**body, "input_lens": [256], "slo": {"ttft": 1.0}})
     assert tight.status_code == 200 and tight.json()["slo"] == {"ttft": 1.0}
     cell, = tight.json()["cells"]
-    assert cell["goodput_per_gpu"] == {"1P1D tp4/tp4": 0.0, "colocated tp 8": 0.0} and cell["margin"] is None
+    assert cell["goodput_per_gpu"] == {"1P1D tp4/tp4 over nvlink": 0.0, "colocated tp 8": 0.0}
+    assert cell["margin"] is None
 
 
 @pytest.mark.parametrize(
