@@ -15,7 +15,7 @@ NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed (the browser tests cover the same code)")
 
 SCRIPT = """
-import { regroupLane, poolBands, phasesLine, prefillEngines, engineName } from "%s";
+import { regroupLane, poolBands, phasesLine, prefillEngines, engineName, decodeRanks } from "%s";
 // 1P2D: prefill engine 0; decode engines are instances 1 and 2. Requests arrive 0..4 (all on prefill 0), then their
 // transfers start, in this order, to these decode engines; request 4 has one token and never leaves prefill.
 const reqs = new Map(); const order = [];
@@ -35,6 +35,8 @@ console.log(JSON.stringify({
       prefillEngines({ disaggregation: { prefill: { instances: 3 } } }), prefillEngines({ tp: 8 }),
       prefillEngines(null)],
   names: [engineName(0, 2), engineName(1, 2), engineName(2, 2), engineName(3, 2)],
+  ranks: [engineName(1, 1, 4), engineName(6, 1, 4), decodeRanks({ disaggregated: true, decode_dp: 8 }),
+          decodeRanks({ disaggregation: { decode: { dp: 4 } } }), decodeRanks(null)],
 }));
 """
 
@@ -53,3 +55,5 @@ def test_lanes_group_by_the_pair_of_engines_and_say_where_each_phase_ran() -> No
     assert out["only"] == "prefill and its only token on prefill 0"
     assert out["x"] == [2, 3, 0, 0]
     assert out["names"] == ["prefill 0", "prefill 1", "decode 0", "decode 1"]
+    # a decode pool with DP ranks (instances numbered on, dp per engine): engine and rank
+    assert out["ranks"] == ["decode 0 rank 0", "decode 1 rank 1", 8, 4, 1]

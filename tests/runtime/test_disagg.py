@@ -95,3 +95,38 @@ def test_a_client_at_max_concurrency_gets_every_request_served() -> None:
     spec = _spec({"num_requests": 30, "input_len": 200, "output_len": 30, "max_concurrency": 4})
     s = simulate(spec, summary_only=True).summary
     assert s["completed"] == 30 and s["kv_transfers"] == 30
+
+
+def test_a_decode_pool_with_data_parallel_attention() -> None:
+    """decode.dp=4 (tp 1, ep derived = 4): the decode engine is a DP group (runtime/dp_group.py) whose ranks are
+    instances 1..4 after the prefill engine; each transfer lands on one rank (the DP balancer's lowest score), the
+    ranks step in lockstep (dp_step events), and the summary-only run gives the full run's figures."""
+    spec = _spec({"num_requests": 16, "input_len": 1024, "output_len": 32, "request_rate": 8.0},
+                 dis={"decode": {"tp": 1, "dp": 4}}, dep={"weight_dtype": "fp8"})
+    assert spec.deployment is not None and spec.deployment.disaggregation is not None
+    assert spec.deployment.disaggregation.num_gpus == 8
+    r = simulate(spec)
+    starts = [e for e in r.events if e.kind == "request" and e.what == "transfer_start"]
+    assert len(starts) == 16 and {e.instance for e in starts} == {1, 2, 3, 4}  # spread over the four ranks
+    dp_steps = [e for e in r.events if e.kind == "dp_step"]
+    assert dp_steps and all(len(e.busy_us) == 4 for e in dp_steps)
+    steps = [e for e in r.events if e.kind == "step"]
+    assert {e.instance for e in steps} == {0, 1, 2, 3, 4} and all(e.prefill_tokens == 0 for e in steps if e.instance)
+    for e in starts:  # every request decodes on the rank that read its KV
+        mine = [s for s in steps if e.request_id in s.request_ids and s.instance > 0]
+        assert mine and {s.instance for s in mine} == {e.instance}
+    s = r.summary
+    assert s["completed"] == 16 and s["decode_dp"] == 4 and s["num_gpus"] == 8
+    assert s["decode_all2all_backend"] == "deepep_low_latency" and s["decode_a2a_share"] > 0
+    assert s == simulate(spec, summary_only=True).summary
+
+
+def test_pool_dp_is_checked_where_it_is_given() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="prefill.dp=2: data-parallel attention is simulated in the decode pool"):
+        _spec({"num_requests": 2}, dis={"prefill": {"tp": 2, "dp": 2}})
+    with pytest.raises(ValidationError, match="ep=2: with dp=4 x tp=1 the experts spread over all 4 GPUs"):
+        _spec({"num_requests": 2}, dis={"decode": {"tp": 1, "dp": 4, "ep": 2}})
+    with pytest.raises(ValidationError, match="deployment.disaggregation.decode: .* leave no KV cache"):
+        _spec({"num_requests": 2}, dis={"decode": {"tp": 1, "dp": 4}})  # bf16 weights over 4 GPUs: no room left

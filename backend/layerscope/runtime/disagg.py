@@ -27,7 +27,9 @@ from typing import Any, cast
 
 from layerscope.deployment import DisaggregationSpec
 from layerscope.events import KernelEvent
+from layerscope.runtime.dp_group import WAITING_WEIGHT, DPGroup, DPRank, DPRecorder
 from layerscope.runtime.loop import Check, Client, Loop, Progress
+from layerscope.runtime.metrics import ServingMetrics
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.request import Request, RequestStatus
 from layerscope.runtime.sched_interface import SchedulerOutput, StepResult
@@ -112,6 +114,32 @@ class _Arrival:
     req: Request = field(compare=False)
     src: int = field(compare=False)  # the prefill instance
     prefill_end_us: float = field(compare=False)
+    dst: Any = field(default=None, compare=False)  # what received its blocks: the decode engine, or a DP rank of it
+
+
+def allocate_remote(inst: ServingInstance, req: Request, t: float) -> bool:
+    """The prompt's blocks on `inst`, before its KV arrives (num_external_computed_tokens = the prompt)."""
+    computed, req.num_computed_tokens = req.num_computed_tokens, 0
+    try:
+        alloc = inst.cache.allocate_slots(req, computed)
+    finally:
+        req.num_computed_tokens = computed
+    if alloc is None:
+        return False
+    if inst.recorder.keeps and alloc.new_blocks:
+        inst.recorder.request_pages(t, req.request_id, "decode", 0, [int(b.bank) for b in alloc.new_blocks],
+                                    [int(b.slot) for b in alloc.new_blocks])
+    return True
+
+
+def run_arrived(inst: ServingInstance, req: Request, t: float) -> None:
+    """The KV is in: the request runs as a decode on `inst`; its first token reaches the client now."""
+    req.status = RequestStatus.RUNNING
+    cast(Scheduler, inst.scheduler).running.append(req)
+    if inst.metrics is not None:
+        req.token_us.append(t)
+    else:
+        inst.recorder.request(req, "transfer_done", t)
 
 
 class DecodeInstance(ServingInstance):
@@ -132,36 +160,74 @@ class DecodeInstance(ServingInstance):
         while self.inbox and self.inbox[0].ready_us <= t and \
                 len(self.vllm_scheduler.running) + self.inflight < self.limits.max_num_seqs:
             a = self.inbox[0]
-            if not self._allocate_remote(a.req, t):
+            if not allocate_remote(self, a.req, t):
                 break
             self.inbox.pop(0)
             self.inflight += 1
+            a.dst = self
             out.append(a)
         return out
 
-    def _allocate_remote(self, req: Request, t: float) -> bool:
-        """The prompt's blocks, before its KV arrives (num_external_computed_tokens = the prompt)."""
-        computed, req.num_computed_tokens = req.num_computed_tokens, 0
-        try:
-            alloc = self.cache.allocate_slots(req, computed)
-        finally:
-            req.num_computed_tokens = computed
-        if alloc is None:
-            return False
-        if self.recorder.keeps and alloc.new_blocks:
-            self.recorder.request_pages(t, req.request_id, "decode", 0, [int(b.bank) for b in alloc.new_blocks],
-                                        [int(b.slot) for b in alloc.new_blocks])
-        return True
+    def kv_arrived(self, req: Request, t: float) -> None:
+        self.inflight -= 1
+        run_arrived(self, req, t)
+
+    def members(self) -> list[ServingInstance]:
+        return [self]
+
+
+class DecodeRank(DPRank):
+    """One DP rank of a decode engine with data-parallel attention: its own KV cache and scheduler, requests
+    arriving with their KV."""
+
+    def __init__(self, spec: ScenarioSpec, recorder: DPRecorder, rank: int) -> None:
+        super().__init__(spec, recorder, rank)
+        self.inflight = 0
+
+    def has_room(self) -> bool:
+        return len(cast(Scheduler, self.scheduler).running) + self.inflight < self.limits.max_num_seqs
+
+    def score(self) -> int:
+        """vLLM's DP load balancer's score (DPRank.load_score), a KV on its way counted as waiting."""
+        return self.load_score() + WAITING_WEIGHT * self.inflight
 
     def kv_arrived(self, req: Request, t: float) -> None:
-        """The KV is in: the request runs as a decode; its first token reaches the client now."""
         self.inflight -= 1
-        req.status = RequestStatus.RUNNING
-        self.vllm_scheduler.running.append(req)
-        if self.metrics is not None:
-            req.token_us.append(t)
-        else:
-            self.recorder.request(req, "transfer_done", t)
+        run_arrived(self, req, t)
+
+
+class DecodeGroup(DPGroup):
+    """A decode engine of dp ranks stepping in lockstep (runtime/dp_group.py), as SGLang's PD decode with DP
+    attention and wide EP runs: a prefilled request's blocks go to the rank the DP load balancer scores lowest
+    (waiting x 4 + running, its KV on its way counted as waiting; ties to the lowest rank) that has room."""
+
+    rank_class = DecodeRank
+
+    def __init__(self, spec: ScenarioSpec, events: list[Any] | None, metrics: ServingMetrics | None,
+                 first_instance: int) -> None:
+        super().__init__(spec, events, metrics, first_instance)
+        self.inbox: list[_Arrival] = []
+        self.decode_ranks = cast(list[DecodeRank], self.ranks)
+
+    def load(self) -> int:
+        return self.num_unfinished() + len(self.inbox) + sum(r.inflight for r in self.decode_ranks)
+
+    def allocate_arrived(self, t: float) -> list[_Arrival]:
+        out = []
+        while self.inbox and self.inbox[0].ready_us <= t:
+            a = self.inbox[0]
+            ranks = sorted((r for r in self.decode_ranks if r.has_room()), key=DecodeRank.score)  # stable: low rank
+            dst = next((r for r in ranks if allocate_remote(r, a.req, t)), None)
+            if dst is None:
+                break
+            self.inbox.pop(0)
+            dst.inflight += 1
+            a.dst = dst
+            out.append(a)
+        return out
+
+    def members(self) -> list[ServingInstance]:
+        return list(self.ranks)
 
 
 @dataclass
@@ -177,7 +243,8 @@ class DisaggLoop(Loop):
     """The loop (loop.py) over prefill engines, decode engines and one link per prefill engine (its NVLink ports
     or NICs, shared by the transfers it sends): each link is one more entry on the heap, at its next event."""
 
-    def __init__(self, prefills: list[PrefillInstance], decodes: list[DecodeInstance], dis: DisaggregationSpec,
+    def __init__(self, prefills: list[PrefillInstance], decodes: list[DecodeInstance | DecodeGroup],
+                 dis: DisaggregationSpec,
                  client: Client, progress: Progress | None, check: Check | None, events: list[Any] | None) -> None:
         super().__init__([*prefills, *decodes], client, self._route_prefill, progress, check, events)
         self.prefills, self.decodes, self.dis = prefills, decodes, dis
@@ -264,15 +331,14 @@ class DisaggLoop(Loop):
         self._wake(heap, ready, len(self.prefills) + j)
 
     def _allocate(self, j: int, t: float, heap: list[tuple[float, int]]) -> None:
-        d = self.decodes[j]
-        for a in d.allocate_arrived(t):
-            p, req = self.prefills[a.src], a.req
+        for a in self.decodes[j].allocate_arrived(t):
+            p, req, d = self.prefills[a.src], a.req, a.dst
             size = transfer_size(p.full_model, req.num_computed_tokens, p.spec.deployment.tp,  # type: ignore[union-attr]
-                                 d.spec.deployment.tp, d.model.kv_dtype, d.page_size)  # type: ignore[union-attr]
+                                 d.spec.deployment.tp, d.model.kv_dtype, d.page_size)
             link = self.links[a.src]
             last_layer_us = size.lane_bytes / self.num_layers / link.bandwidth * 1e6
             not_before = a.prefill_end_us + last_layer_us if self.dis.streaming else 0.0
-            link.add(Transfer(req.request_id, size, t, t + size.post_us, not_before, payload=(req, a.src, j)))
+            link.add(Transfer(req.request_id, size, t, t + size.post_us, not_before, payload=(req, a.src, j, d)))
             self.records[req.request_id] = TransferRecord(req.request_id, a.prefill_end_us, t, bytes=size.total_bytes)
             if d.recorder.keeps:
                 d.recorder.request(req, "transfer_start", t)
@@ -287,9 +353,8 @@ class DisaggLoop(Loop):
     def _link_step(self, k: int, t: float, heap: list[tuple[float, int]]) -> None:
         x = len(self.prefills)
         for tr in self.links[k].advance(t):
-            req, src, j = cast(tuple[Request, int, int], tr.payload)
+            req, src, j, d = cast(tuple[Request, int, int, DecodeInstance | DecodeRank], tr.payload)
             self.prefills[src].release(req, t)
-            d = self.decodes[j]
             d.kv_arrived(req, t)
             rec = self.records[req.request_id]
             rec.done_us = t

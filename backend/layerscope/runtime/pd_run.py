@@ -12,7 +12,7 @@ from layerscope.deployment import pool_deployment
 from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
-from layerscope.runtime.disagg import DecodeInstance, DisaggLoop, PrefillInstance
+from layerscope.runtime.disagg import DecodeGroup, DecodeInstance, DisaggLoop, PrefillInstance
 from layerscope.runtime.loop import Check, Client, Progress
 from layerscope.runtime.metrics import ServingMetrics, serving_metrics
 from layerscope.runtime.recorder import Recorder
@@ -29,13 +29,18 @@ def pool_spec(spec: ScenarioSpec, pool: str) -> ScenarioSpec:
 
 
 def build_pools(spec: ScenarioSpec, events: list[Any] | None,
-                metrics: ServingMetrics | None) -> tuple[list[PrefillInstance], list[DecodeInstance]]:
+                metrics: ServingMetrics | None) -> tuple[list[PrefillInstance], list[DecodeInstance | DecodeGroup]]:
+    """The pools' engines; events' `instance`: 0..x-1 the prefill engines, then each decode engine's (a decode
+    engine with dp > 1 one per DP rank, numbered on)."""
     assert spec.deployment is not None and spec.deployment.disaggregation is not None
     dis = spec.deployment.disaggregation
     p_spec, d_spec = pool_spec(spec, "prefill"), pool_spec(spec, "decode")
     prefills = [PrefillInstance(p_spec, Recorder(events, i, metrics)) for i in range(dis.prefill.instances)]
-    x = dis.prefill.instances
-    decodes = [DecodeInstance(d_spec, Recorder(events, x + j, metrics)) for j in range(dis.decode.instances)]
+    x, dp = dis.prefill.instances, dis.decode.dp
+    decodes: list[DecodeInstance | DecodeGroup] = [
+        DecodeGroup(d_spec, events, metrics, x + j * dp) if dp > 1 else DecodeInstance(d_spec, Recorder(events, x + j,
+                                                                                                       metrics))
+        for j in range(dis.decode.instances)]
     return prefills, decodes
 
 
@@ -61,7 +66,7 @@ def serve_disaggregated(spec: ScenarioSpec, progress: Progress | None, check: Ch
         events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
         figures = serving_metrics(events, spec.goodput)
     assert figures is not None
-    summary = serving_summary([*prefills, *decodes], figures, requests)
+    summary = serving_summary([*prefills, *(m for d in decodes for m in d.members())], figures, requests)
     summary.update(pool_figures(spec, prefills, decodes, loop))
     out_events = events if events is not None else []
     out_events.append(SummaryEvent(t_us=t, figures=summary))
@@ -70,7 +75,7 @@ def serve_disaggregated(spec: ScenarioSpec, progress: Progress | None, check: Ch
     return SimResult(spec=spec, events=out_events, topology=topology, summary=summary, clock=first.clock)
 
 
-def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: list[DecodeInstance],
+def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: list[DecodeInstance | DecodeGroup],
                  loop: DisaggLoop) -> dict[str, float | int | str | bool]:
     """The pools' own figures (docs/events.md): GPUs, KV capacity per pool, the transfers and the wait for
     decode blocks (back-pressure)."""
@@ -88,8 +93,9 @@ def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: l
         "prefill_tp": dis.prefill.tp,
         "decode_instances": dis.decode.instances,
         "decode_tp": dis.decode.tp,
+        **({"decode_dp": dis.decode.dp} if dis.decode.dp > 1 else {}),
         "prefill_kv_tokens": prefills[0].kv.pool.num_pages * prefills[0].page_size,
-        "decode_kv_tokens": decodes[0].kv.pool.num_pages * decodes[0].page_size,
+        "decode_kv_tokens": sum(r.kv.pool.num_pages * r.page_size for r in decodes[0].members()),
         "prefill_num_steps": sum(p.num_steps for p in prefills),
         "decode_num_steps": sum(d.num_steps for d in decodes),
         "kv_transfers": len(recs),
@@ -101,7 +107,11 @@ def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: l
         "max_prefill_held_requests": max(p.max_held for p in prefills),
         "prefill_stalls": sum(p.stalls for p in prefills),
     }
-    for name, pool in (("prefill", prefills), ("decode", decodes)):
+    if isinstance(decodes[0], DecodeGroup):  # the first decode engine's DP figures (runtime/dp_group.py)
+        dp = decodes[0].figures()
+        keys = ("all2all_backend", "dp_idle_share", "a2a_share", "expert_imbalance")
+        out.update({f"decode_{k}": dp[k] for k in keys})
+    for name, pool in (("prefill", prefills), ("decode", [m for d in decodes for m in d.members()])):
         layer = [x for inst in pool for x in inst.stats.layer_us]
         out[f"{name}_step_layer_mean_us"] = round(float(np.mean(layer)), 3) if layer else 0.0
     return out

@@ -16,8 +16,20 @@ export function prefillEngines(of) {
   return dis ? (dis.prefill && dis.prefill.instances) || 1 : 0;
 }
 
-// An engine's name in its pool: instances below x are prefill engines, the rest decode engines.
-export const engineName = (instance, x) => (instance < x ? `prefill ${instance}` : `decode ${instance - x}`);
+// The decode engines' DP ranks (decode.dp: each rank its own instance, numbered on), 1 unless the pool runs DP.
+export function decodeRanks(of) {
+  if (!of) return 1;
+  if (of.disaggregated) return of.decode_dp || 1;
+  const dis = of.disaggregation;
+  return (dis && dis.decode && dis.decode.dp) || 1;
+}
+
+// An engine's name in its pool: instances below x are prefill engines, the rest decode engines (or their DP ranks).
+export function engineName(instance, x, dp = 1) {
+  if (instance < x) return `prefill ${instance}`;
+  const k = instance - x;
+  return dp > 1 ? `decode ${Math.floor(k / dp)} rank ${k % dp}` : `decode ${k}`;
+}
 
 // The order a lane sorts by: its prefill engine, then its decode engine (not yet known: before every known one).
 const key = (r) => [r.instance, r.decodeInstance === undefined ? -1 : r.decodeInstance];
@@ -41,14 +53,14 @@ export function regroupLane(order, requests, r) {
 }
 
 // Plotly shapes and labels marking each pair's group of lanes (rows row0 ..); none unless a lane has a decode engine.
-export function poolBands(sv, row0, x) {
+export function poolBands(sv, row0, x, dp = 1) {
   const shapes = [];
   const annotations = [];
   const order = sv.order;
   const reqs = sv.requests;
   if (!order.some((id) => reqs.get(id).decodeInstance !== undefined)) return { shapes, annotations };
   const label = (r) => (r.decodeInstance === undefined ? `${engineName(r.instance, x)} only`
-    : `${engineName(r.instance, x)} → ${engineName(r.decodeInstance, x)}`);
+    : `${engineName(r.instance, x)} → ${engineName(r.decodeInstance, x, dp)}`);
   let start = 0;
   for (let i = 1; i <= order.length; i++) {
     const r = reqs.get(order[start]);
@@ -65,10 +77,10 @@ export function poolBands(sv, row0, x) {
 
 // The hover's line on where each phase ran: "prefill on prefill 0 · KV wait 3.1 ms · KV transfer 151 ms (NVLink)
 // · decode on decode 1" (timeline ms: the KV's own times, which no step stretches).
-export function phasesLine(r, x, prefillEndUs) {
+export function phasesLine(r, x, prefillEndUs, dp = 1) {
   if (r.decodeInstance === undefined) return x ? `prefill and its only token on ${engineName(r.instance, x)}` : "";
   const ms = (us) => `${(us / 1e3).toFixed(us >= 1e5 ? 0 : 1)} ms`;
   const wait = prefillEndUs !== null && r.transferAt > prefillEndUs ? ` · KV wait ${ms(r.transferAt - prefillEndUs)}` : "";
   const sent = r.transferDone !== undefined ? ` · KV transfer ${ms(r.transferDone - r.transferAt)}` : " · KV on its way";
-  return `prefill on ${engineName(r.instance, x)}${wait}${sent} · decode on ${engineName(r.decodeInstance, x)}`;
+  return `prefill on ${engineName(r.instance, x)}${wait}${sent} · decode on ${engineName(r.decodeInstance, x, dp)}`;
 }
