@@ -22,12 +22,13 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from layerscope.deployment import DisaggregationSpec
 from layerscope.events import KernelEvent
-from layerscope.runtime.dp_group import WAITING_WEIGHT, DPGroup, DPRank, DPRecorder
+from layerscope.runtime.dp_group import WAITING_WEIGHT, DPGroup, DPRank
 from layerscope.runtime.loop import Check, Client, Loop, Progress
 from layerscope.runtime.metrics import ServingMetrics
 from layerscope.runtime.recorder import Recorder
@@ -132,68 +133,69 @@ def allocate_remote(inst: ServingInstance, req: Request, t: float) -> bool:
     return True
 
 
-def run_arrived(inst: ServingInstance, req: Request, t: float) -> None:
-    """The KV is in: the request runs as a decode on `inst`; its first token reaches the client now."""
-    req.status = RequestStatus.RUNNING
-    cast(Scheduler, inst.scheduler).running.append(req)
-    if inst.metrics is not None:
-        req.token_us.append(t)
-    else:
-        inst.recorder.request(req, "transfer_done", t)
+class ReceivesKV:
+    """What a decode engine, or one DP rank of it, does with a request whose KV comes from a prefill engine."""
+
+    scheduler: Any
+    limits: Any
+    metrics: Any
+    recorder: Recorder
+    inflight = 0  # blocks allocated, KV on its way
+
+    def has_room(self) -> bool:
+        """Fewer than max_num_seqs running or on their way."""
+        return len(self.scheduler.running) + self.inflight < self.limits.max_num_seqs
+
+    def kv_arrived(self, req: Request, t: float) -> None:
+        """The KV is in: the request runs as a decode; its first token reaches the client now."""
+        self.inflight -= 1
+        req.status = RequestStatus.RUNNING
+        self.scheduler.running.append(req)
+        if self.metrics is not None:
+            req.token_us.append(t)
+        else:
+            self.recorder.request(req, "transfer_done", t)
 
 
-class DecodeInstance(ServingInstance):
+def allocate_inbox(inbox: list[_Arrival], t: float, targets: Callable[[], list[Any]]) -> list[_Arrival]:
+    """The prefilled requests ready by t, first come first served, each onto the first of `targets()` (those with
+    room, best first) whose KV pool holds its blocks; it stops at one that none holds (no request passes another)."""
+    out = []
+    while inbox and inbox[0].ready_us <= t:
+        a = inbox[0]
+        dst = next((r for r in targets() if allocate_remote(r, a.req, t)), None)
+        if dst is None:
+            break
+        inbox.pop(0)
+        dst.inflight += 1
+        a.dst = dst
+        out.append(a)
+    return out
+
+
+class DecodeInstance(ReceivesKV, ServingInstance):
     def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
         super().__init__(spec, recorder)
         assert isinstance(self.scheduler, Scheduler), "a deployment runs vLLM's scheduler"
-        self.vllm_scheduler = self.scheduler
         self.inbox: list[_Arrival] = []  # prefilled, waiting for decode blocks (back-pressure lives here)
-        self.inflight = 0  # blocks allocated, KV on its way
 
     def load(self) -> int:
         return self.scheduler.num_unfinished() + len(self.inbox) + self.inflight
 
     def allocate_arrived(self, t: float) -> list[_Arrival]:
-        """Blocks for the prefilled requests ready by t, first come first served, while the pool has room and
-        fewer than max_num_seqs are running or on their way."""
-        out = []
-        while self.inbox and self.inbox[0].ready_us <= t and \
-                len(self.vllm_scheduler.running) + self.inflight < self.limits.max_num_seqs:
-            a = self.inbox[0]
-            if not allocate_remote(self, a.req, t):
-                break
-            self.inbox.pop(0)
-            self.inflight += 1
-            a.dst = self
-            out.append(a)
-        return out
-
-    def kv_arrived(self, req: Request, t: float) -> None:
-        self.inflight -= 1
-        run_arrived(self, req, t)
+        return allocate_inbox(self.inbox, t, lambda: [self] if self.has_room() else [])
 
     def members(self) -> list[ServingInstance]:
         return [self]
 
 
-class DecodeRank(DPRank):
+class DecodeRank(ReceivesKV, DPRank):
     """One DP rank of a decode engine with data-parallel attention: its own KV cache and scheduler, requests
     arriving with their KV."""
-
-    def __init__(self, spec: ScenarioSpec, recorder: DPRecorder, rank: int) -> None:
-        super().__init__(spec, recorder, rank)
-        self.inflight = 0
-
-    def has_room(self) -> bool:
-        return len(cast(Scheduler, self.scheduler).running) + self.inflight < self.limits.max_num_seqs
 
     def score(self) -> int:
         """vLLM's DP load balancer's score (DPRank.load_score), a KV on its way counted as waiting."""
         return self.load_score() + WAITING_WEIGHT * self.inflight
-
-    def kv_arrived(self, req: Request, t: float) -> None:
-        self.inflight -= 1
-        run_arrived(self, req, t)
 
 
 class DecodeGroup(DPGroup):
@@ -213,18 +215,8 @@ class DecodeGroup(DPGroup):
         return self.num_unfinished() + len(self.inbox) + sum(r.inflight for r in self.decode_ranks)
 
     def allocate_arrived(self, t: float) -> list[_Arrival]:
-        out = []
-        while self.inbox and self.inbox[0].ready_us <= t:
-            a = self.inbox[0]
-            ranks = sorted((r for r in self.decode_ranks if r.has_room()), key=DecodeRank.score)  # stable: low rank
-            dst = next((r for r in ranks if allocate_remote(r, a.req, t)), None)
-            if dst is None:
-                break
-            self.inbox.pop(0)
-            dst.inflight += 1
-            a.dst = dst
-            out.append(a)
-        return out
+        return allocate_inbox(self.inbox, t, lambda: sorted((r for r in self.decode_ranks if r.has_room()),
+                                                            key=DecodeRank.score))  # sorted is stable: low rank
 
     def members(self) -> list[ServingInstance]:
         return list(self.ranks)
