@@ -2,7 +2,7 @@
 
     candidates = colocated (one engine of tp GPUs)  +  replicas (n engines of tp GPUs behind the router)
                + data-parallel attention (one engine of dp ranks x tp GPUs, experts over all: ep = dp x tp)
-               + xPyD splits (x prefill, y decode engines of tp each)
+               + xPyD splits (x prefill, y decode engines of tp each; or decode engines of dp ranks, wide EP)
     each candidate: the workload at rate R, simulated (summary only) -> request_goodput, SLO attainment
     meets the SLOs: attainment >= the target (90%: DistServe's, OSDI'24, "SLO attainment" of 90%)
     the answer: the fewest GPUs that meet them (ties: the higher goodput per GPU)
@@ -50,7 +50,8 @@ def _colocated(label: str, tp: int, replicas: int = 1, dp: int = 1) -> Candidate
 def candidates(tps: list[int], splits: list[tuple[int, int]], max_gpus: int, link: str,
                dps: tuple[int, ...] = (2,)) -> list[Candidate]:
     """Colocated at each tp; replicas of each tp (2 up to what max_gpus holds, behind the router); dp ranks of each
-    tp (each of dps); each xPyD split at each tp (both pools alike); all up to max_gpus."""
+    tp (each of dps); each xPyD split at each tp (both pools alike), and with a decode pool of dp ranks of tp 1
+    (each of dps); all up to max_gpus."""
     out = [_colocated(f"colocated tp{tp}", tp) for tp in tps]
     out += [_colocated(f"{n} replicas tp{tp}", tp, replicas=n) for tp in tps for n in range(2, max_gpus // tp + 1)]
     out += [_colocated(f"dp{dp} tp{tp}", tp, dp=dp) for dp in dps if dp > 1 for tp in tps]
@@ -58,6 +59,10 @@ def candidates(tps: list[int], splits: list[tuple[int, int]], max_gpus: int, lin
         for tp in tps:
             pools = {"prefill": {"instances": x, "tp": tp}, "decode": {"instances": y, "tp": tp}}
             out.append(Candidate(f"{x}P{y}D tp{tp}", {"tp": tp, "disaggregation": {**pools, "link": link}}))
+            for dp in (d for d in dps if d > 1):  # SGLang's PD decode with DP attention: dp ranks of tp 1, wide EP
+                wide = {**pools, "decode": {"instances": y, "tp": 1, "dp": dp}}
+                out.append(Candidate(f"{x}P{y}D tp{tp} + decode dp{dp}",
+                                     {"tp": tp, "disaggregation": {**wide, "link": link}}))
     out = [_on_nodes(c) for c in out if c.num_gpus <= max_gpus]
     if len(out) > MAX_CANDIDATES:
         raise ValueError(f"the grid has {len(out)} candidates; the limit is {MAX_CANDIDATES}")

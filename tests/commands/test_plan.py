@@ -105,7 +105,8 @@ def test_plan_request_rate_sizes_a_small_grid(capsys: pytest.CaptureFixture[str]
     out = json.loads(capsys.readouterr().out)
     rows = {r["candidate"]: r for r in out["candidates"]}
     assert set(rows) == {"colocated tp2", "colocated tp4", "2 replicas tp2", "3 replicas tp2", "4 replicas tp2",
-                         "2 replicas tp4", "dp2 tp2", "dp2 tp4", "1P1D tp2", "1P1D tp4"}
+                         "2 replicas tp4", "dp2 tp2", "dp2 tp4", "1P1D tp2", "1P1D tp4", "1P1D tp2 + decode dp2",
+                         "1P1D tp4 + decode dp2"}
     assert "weights need" in rows["colocated tp2"]["error"] and not rows["colocated tp2"]["meets_slo"]
     assert rows["1P1D tp4"]["num_gpus"] == 8 and rows["colocated tp4"]["num_gpus"] == 4
     assert rows["2 replicas tp4"]["num_gpus"] == 8 and rows["2 replicas tp4"]["deployment"]["replicas"] == 2
@@ -121,6 +122,10 @@ def test_plan_request_rate_sizes_a_small_grid(capsys: pytest.CaptureFixture[str]
     wide = {r["candidate"]: r for r in json.loads(capsys.readouterr().out)["candidates"]}
     assert wide["4 replicas tp4"]["deployment"]["nodes"] == 2 and "error" not in wide["4 replicas tp4"]
     assert wide["dp4 tp4"]["num_gpus"] == 16
+    # a decode pool of 4 DP ranks of tp 1 beside a tp-4 prefill engine: 8 GPUs, its experts over 4 (ep 4)
+    split = wide["1P1D tp4 + decode dp4"]
+    assert split["num_gpus"] == 8 and split["deployment"]["disaggregation"]["decode"] == {"instances": 1, "tp": 1,
+                                                                                           "dp": 4}
     assert main([*small, "--slo", "ttft:1"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] is None
     assert main(["plan", "--request-rate", "4", "--slo", "itl:3"]) == 2
@@ -139,3 +144,13 @@ def test_plan_break_even_names_the_winner_and_its_margin(capsys: pytest.CaptureF
         assert c["winner"] == ("colocated tp4" if a >= b else "1P1D tp4")
         assert c["margin"] == pytest.approx(max(a, b) / min(a, b) - 1, abs=1e-3)
     assert main([*args[:-1], "--break-even", "colocated tp4;nope"]) == 2
+
+
+def test_plan_request_rate_with_fp8_weights_sizes_each_candidate_as_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """fp8 at tp 8 needs ep (block scales): the grid's tp-4 candidates are sized, not refused for a template's tp."""
+    assert main(["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "8", "--random-input-len", "256",
+                 "--random-output-len", "8", "--tps", "4", "--splits", "1P1D", "--dps", "", "--weight-dtype", "fp8",
+                 "--slo", "ttft:5000,tpot:200", "--json"]) == 0
+    rows = {r["candidate"]: r for r in json.loads(capsys.readouterr().out)["candidates"]}
+    assert set(rows) == {"colocated tp4", "2 replicas tp4", "1P1D tp4"}
+    assert all("error" not in r and r["deployment"]["weight_dtype"] == "fp8" for r in rows.values())

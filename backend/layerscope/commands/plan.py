@@ -167,10 +167,11 @@ def _size(args: argparse.Namespace) -> int:
     slos = parse_goodput([args.slo], "--slo")
     tps, dps = _ints(args.tps, "--tps"), _ints(args.dps, "--dps")
     link = args.link or ("nvlink" if args.max_gpus <= 8 else "rdma")
-    grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link, tuple(dps))
+    dtypes = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype}  # every candidate's, not a template's:
+    grid = [Candidate(c.label, {**dtypes, **c.deployment})  # a template tp could refuse fp8 where a candidate fits
+            for c in candidates(tps, parse_splits(args.splits), args.max_gpus, link, tuple(dps))]
     base = ScenarioSpec.model_validate({
         "name": "plan", "model": args.model, "gpu": args.gpu, "runtime": "vllm",
-        "deployment": {"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
         "workload": {"num_requests": args.num_prompts, "input_len": args.random_input_len,
                      "output_len": args.random_output_len}})
     if args.break_even is not None:
@@ -181,12 +182,12 @@ def _size(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.model} on {args.gpu} at {args.request_rate:g} req/s, SLO {args.slo} met by >= {args.attainment:g}% "
           "of requests (goodput: vllm bench serve's request_goodput)")
-    print(f"{'candidate':<16} {'GPUs':>5} {'goodput req/s':>14} {'per GPU':>9} {'SLO met %':>10}  meets")
+    print(f"{'candidate':<26} {'GPUs':>5} {'goodput req/s':>14} {'per GPU':>9} {'SLO met %':>10}  meets")
     for r in out["candidates"]:
         if "error" in r:
-            print(f"{r['candidate']:<16} {r['num_gpus']:>5}  refused: {r['error']}")
+            print(f"{r['candidate']:<26} {r['num_gpus']:>5}  refused: {r['error']}")
             continue
-        print(f"{r['candidate']:<16} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
+        print(f"{r['candidate']:<26} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
               f"{r['slo_attainment_pct']:>10.1f}  {'yes' if r['meets_slo'] else 'no'}")
     print(f"fewest GPUs meeting the SLOs: {out['best'] or 'none of the grid'}")
     return 0
