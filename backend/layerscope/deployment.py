@@ -92,9 +92,9 @@ class PoolSpec(Strict):
     instances: int = Field(1, ge=1, le=16, description="engines in the pool (x of xPyD)")
     tp: int = Field(4, ge=1, le=8, description="tensor parallel size of each engine of the pool (4: 1P1D fills "
                     "a node of 8)")
-    dp: int = Field(1, ge=1, le=64, description="data-parallel attention ranks of each engine of the decode pool "
-                    "(SGLang's PD with --enable-dp-attention: dp x tp GPUs, each rank its own KV cache and requests, "
-                    "the experts over all of them, ep = dp x tp); the prefill pool runs dp 1")
+    dp: int = Field(1, ge=1, le=64, description="data-parallel attention ranks of each engine of the pool (SGLang's "
+                    "PD with --enable-dp-attention: dp x tp GPUs stepping in lockstep, each rank its own KV cache and "
+                    "requests, the experts over all of them, ep = dp x tp)")
     ep: int = Field(1, ge=1, le=512, description="expert parallel size of each engine (divides tp; with dp > 1 "
                     "it is dp x tp, derived when left at 1)")
 
@@ -128,13 +128,6 @@ class DisaggregationSpec(Strict):
     routing: Literal["round_robin", "least_loaded"] = Field(
         "round_robin", description="how requests pick a prefill instance and a decode instance (vLLM's disagg "
         "proxy: round robin; SGLang's router / Dynamo: least loaded)")
-
-    @model_validator(mode="after")
-    def _prefill_runs_dp_1(self) -> DisaggregationSpec:
-        if self.prefill.dp > 1:
-            raise ValueError(f"prefill.dp={self.prefill.dp}: data-parallel attention is simulated in the decode pool "
-                             "only (decode.dp, SGLang's wide-EP decode); give the prefill pool more instances")
-        return self
 
     @model_validator(mode="after")
     def _fits_the_link(self) -> DisaggregationSpec:

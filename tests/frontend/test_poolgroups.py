@@ -15,7 +15,7 @@ NODE = shutil.which("node")
 pytestmark = pytest.mark.skipif(NODE is None, reason="node is not installed (the browser tests cover the same code)")
 
 SCRIPT = """
-import { regroupLane, poolBands, phasesLine, prefillEngines, engineName, decodeRanks } from "%s";
+import { regroupLane, poolBands, phasesLine, poolsOf, engineName } from "%s";
 // 1P2D: prefill engine 0; decode engines are instances 1 and 2. Requests arrive 0..4 (all on prefill 0), then their
 // transfers start, in this order, to these decode engines; request 4 has one token and never leaves prefill.
 const reqs = new Map(); const order = [];
@@ -24,19 +24,20 @@ const seen = [];
 for (const [id, dec] of [[0, 1], [1, 2], [2, 1], [3, 2]]) {
   const r = reqs.get(id); r.decodeInstance = dec; regroupLane(order, reqs, r); seen.push([...order]);
 }
-const bands = poolBands({ order, requests: reqs }, 0, 1);
+const one = { x: 1, pdp: 1, ddp: 1 };
+const bands = poolBands({ order, requests: reqs }, 0, one);
 const r = { instance: 0, decodeInstance: 2, transferAt: 5000, transferDone: 155000 };
 console.log(JSON.stringify({
   seen, bands: bands.shapes.map((s) => [s.y0, s.y1]), labels: bands.annotations.map((a) => a.text),
-  none: poolBands({ order: [0], requests: new Map([[0, { id: 0, instance: 0 }]]) }, 0, 1).shapes.length,
-  line: phasesLine(r, 1, 2000), open: phasesLine({ instance: 0, decodeInstance: 1, transferAt: 10 }, 1, null),
-  only: phasesLine({ instance: 0 }, 1, null),
-  x: [prefillEngines({ disaggregated: true, prefill_instances: 2 }),
-      prefillEngines({ disaggregation: { prefill: { instances: 3 } } }), prefillEngines({ tp: 8 }),
-      prefillEngines(null)],
-  names: [engineName(0, 2), engineName(1, 2), engineName(2, 2), engineName(3, 2)],
-  ranks: [engineName(1, 1, 4), engineName(6, 1, 4), decodeRanks({ disaggregated: true, decode_dp: 8 }),
-          decodeRanks({ disaggregation: { decode: { dp: 4 } } }), decodeRanks(null)],
+  none: poolBands({ order: [0], requests: new Map([[0, { id: 0, instance: 0 }]]) }, 0, one).shapes.length,
+  line: phasesLine(r, one, 2000), open: phasesLine({ instance: 0, decodeInstance: 1, transferAt: 10 }, one, null),
+  only: phasesLine({ instance: 0 }, one, null),
+  pools: [poolsOf({ disaggregated: true, prefill_instances: 2 }),
+          poolsOf({ disaggregation: { prefill: { instances: 3 } } }), poolsOf({ tp: 8 }), poolsOf(null),
+          poolsOf({ disaggregated: true, prefill_instances: 2, prefill_dp: 4, decode_dp: 8 }),
+          poolsOf({ disaggregation: { prefill: { dp: 2 }, decode: { dp: 4 } } })],
+  names: [0, 1, 2, 3].map((i) => engineName(i, { x: 2, pdp: 1, ddp: 1 })),
+  ranks: [0, 5, 8, 13].map((i) => engineName(i, { x: 8, pdp: 4, ddp: 4 })),
 }));
 """
 
@@ -53,7 +54,9 @@ def test_lanes_group_by_the_pair_of_engines_and_say_where_each_phase_ran() -> No
     assert out["line"] == "prefill on prefill 0 · KV wait 3.0 ms · KV transfer 150 ms · decode on decode 1"
     assert out["open"] == "prefill on prefill 0 · KV on its way · decode on decode 0"
     assert out["only"] == "prefill and its only token on prefill 0"
-    assert out["x"] == [2, 3, 0, 0]
+    one = {"pdp": 1, "ddp": 1}
+    assert out["pools"] == [{"x": 2, **one}, {"x": 3, **one}, {"x": 0, **one}, {"x": 0, **one},
+                            {"x": 8, "pdp": 4, "ddp": 8}, {"x": 2, "pdp": 2, "ddp": 4}]
     assert out["names"] == ["prefill 0", "prefill 1", "decode 0", "decode 1"]
-    # a decode pool with DP ranks (instances numbered on, dp per engine): engine and rank
-    assert out["ranks"] == ["decode 0 rank 0", "decode 1 rank 1", 8, 4, 1]
+    # pools of DP ranks (instances numbered on, dp a engine): engine and rank
+    assert out["ranks"] == ["prefill 0 rank 0", "prefill 1 rank 1", "decode 0 rank 0", "decode 1 rank 1"]

@@ -124,9 +124,38 @@ def test_a_decode_pool_with_data_parallel_attention() -> None:
 def test_pool_dp_is_checked_where_it_is_given() -> None:
     from pydantic import ValidationError
 
-    with pytest.raises(ValidationError, match="prefill.dp=2: data-parallel attention is simulated in the decode pool"):
-        _spec({"num_requests": 2}, dis={"prefill": {"tp": 2, "dp": 2}})
     with pytest.raises(ValidationError, match="ep=2: with dp=4 x tp=1 the experts spread over all 4 GPUs"):
         _spec({"num_requests": 2}, dis={"decode": {"tp": 1, "dp": 4, "ep": 2}})
     with pytest.raises(ValidationError, match="deployment.disaggregation.decode: .* leave no KV cache"):
         _spec({"num_requests": 2}, dis={"decode": {"tp": 1, "dp": 4}})  # bf16 weights over 4 GPUs: no room left
+
+
+PREFILL_DP = {"prefill": {"tp": 1, "dp": 4}, "decode": {"tp": 4}}
+
+
+def test_a_prefill_pool_with_data_parallel_attention() -> None:
+    """prefill.dp=4: the prefill engine is a DP group whose ranks are instances 0..3, the decode engine instance 4.
+    Two prompts at once go to two ranks (the DP balancer), are prefilled in one lockstep step, and their KV leaves
+    from each rank's own GPU: the two transfers do not share a link, each takes the lone transfer's time."""
+    spec = _spec({"num_requests": 2, "input_len": 2048, "output_len": 4, "range_ratio": 0.0}, dis=PREFILL_DP,
+                 dep={"weight_dtype": "fp8"})
+    r = simulate(spec)
+    sched = sorted((e.request_id, e.instance) for e in r.events if e.kind == "request" and e.what == "scheduled")
+    assert sched == [(0, 0), (1, 1)]
+    assert {e.instance for e in r.events if e.kind == "request" and e.what == "transfer_start"} == {4}
+    size = transfer_size(PRESETS["qwen3-235b-a22b"], 2048, 1, 4, "bf16")
+    lone = (size.post_us + size.lane_bytes / 450e9 * 1e6) / 1000
+    s = r.summary
+    assert s["mean_kv_transfer_ms"] == pytest.approx(lone, abs=1e-3) == s["p99_kv_transfer_ms"]
+    assert s["prefill_dp"] == 4 and s["num_gpus"] == 8 and s["prefill_a2a_share"] > 0
+    assert s == simulate(spec, summary_only=True).summary
+
+
+def test_a_prefill_pool_of_dp_ranks_back_pressures_too() -> None:
+    """Room for 2 decodes and small pools: ranks whose held blocks leave no room run the dummy batch, the engine
+    stalls once no rank can schedule, and every request completes."""
+    spec = _spec({"num_requests": 16, "input_len": 2000, "output_len": 32, "range_ratio": 0.0}, dis=PREFILL_DP,
+                 dep={"weight_dtype": "fp8"}, scheduler={"max_num_seqs": 2}, free_hbm_gib=1.0)
+    s = simulate(spec, summary_only=True).summary
+    assert s["completed"] == 16 and s["prefill_stalls"] > 0 and s["mean_kv_wait_ms"] > 0
+    assert s["max_prefill_held_requests"] * 2000 <= s["prefill_kv_tokens"]  # held within the ranks' pools

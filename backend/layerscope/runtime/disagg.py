@@ -28,7 +28,7 @@ from typing import Any, cast
 
 from layerscope.deployment import DisaggregationSpec
 from layerscope.events import KernelEvent
-from layerscope.runtime.dp_group import WAITING_WEIGHT, DPGroup, DPRank
+from layerscope.runtime.dp_group import WAITING_WEIGHT, DPGroup, DPRank, DPRecorder
 from layerscope.runtime.loop import Check, Client, Loop, Progress
 from layerscope.runtime.metrics import ServingMetrics
 from layerscope.runtime.recorder import Recorder
@@ -69,17 +69,44 @@ class PrefillScheduler(Scheduler):
         return res
 
 
-class PrefillInstance(ServingInstance):
-    def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
-        super().__init__(spec, recorder)
-        lim = self.limits
-        self.scheduler: PrefillScheduler = PrefillScheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs,
-                                          lim.long_prefill_token_threshold, spec.scheduler.enable_chunked_prefill)
+def prefill_scheduler(inst: ServingInstance) -> PrefillScheduler:
+    """vLLM's scheduler with the engine's own limits, handing prompt-complete requests off."""
+    lim = inst.limits
+    return PrefillScheduler(inst.cache, lim.max_num_batched_tokens, lim.max_num_seqs, lim.long_prefill_token_threshold,
+                            inst.spec.scheduler.enable_chunked_prefill)
+
+
+class HoldsKV:
+    """What a prefill engine (or a DP group of them) counts of the requests whose blocks it holds for a transfer:
+    held now and at most, stalls (nothing fitted beside them), when its last step started (streaming)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.stalled = False  # nothing fits beside the blocks held for transfers: waits for one to end
         self.stalls = 0
         self.held = 0
         self.max_held = 0
         self.last_step_start = 0.0
+
+    def _hold(self, n: int) -> None:
+        self.held += n
+        self.max_held = max(self.max_held, self.held)
+
+    def _stall(self) -> None:
+        self.stalled = True
+        self.stalls += 1
+
+
+def free_read(inst: ServingInstance, req: Request, t: float) -> None:
+    """The decode side has read the request's KV: its blocks go back to `inst`'s pool."""
+    inst.cache.free(req)
+    inst.recorder.cache_frees(t, inst.cache.drain_log(), inst.kv.page_bytes)
+
+
+class PrefillInstance(HoldsKV, ServingInstance):
+    def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
+        super().__init__(spec, recorder)
+        self.scheduler: PrefillScheduler = prefill_scheduler(self)
 
     def has_work(self) -> bool:
         return not self.stalled and super().has_work()
@@ -87,25 +114,90 @@ class PrefillInstance(ServingInstance):
     def step(self, t: float) -> tuple[float, int]:
         out = self.scheduler.schedule()
         if not out.num_seqs:  # back-pressure: the held blocks leave no room for a waiting prompt
-            self.stalled = True
-            self.stalls += 1
+            self._stall()
             return t, 0
         self.last_step_start = t
         self.scheduler.peeked = out  # ServingInstance.step takes this step's schedule
         return super().step(t)
 
-    def take_handoffs(self) -> list[Request]:
+    def take_handoffs(self) -> list[tuple[Request, int]]:
+        """The requests whose prompt is done, each with the sender it stays on (this engine: 0)."""
         done, self.scheduler.handoffs = self.scheduler.handoffs, []
-        self.held += len(done)
-        self.max_held = max(self.max_held, self.held)
-        return done
+        self._hold(len(done))
+        return [(r, 0) for r in done]
 
     def release(self, req: Request, t: float) -> None:
-        """The decode engine has read the request's KV: its blocks go back to the pool."""
-        self.cache.free(req)
-        self.recorder.cache_frees(t, self.cache.drain_log(), self.kv.page_bytes)
+        free_read(self, req, t)
         self.held -= 1
         self.stalled = False
+
+    def members(self) -> list[ServingInstance]:
+        return [self]
+
+
+class PrefillRank(DPRank):
+    """One DP rank of a prefill engine with data-parallel attention: its own KV cache, requests and scheduler,
+    which hands prompt-complete requests off."""
+
+    def __init__(self, spec: ScenarioSpec, recorder: DPRecorder, rank: int) -> None:
+        super().__init__(spec, recorder, rank)
+        self.scheduler: PrefillScheduler = prefill_scheduler(self)
+        self.blocked = False  # its schedule this step is empty: the blocks it holds leave no room
+
+    def has_work(self) -> bool:
+        return not self.blocked and super().has_work()
+
+
+class PrefillGroup(HoldsKV, DPGroup):
+    """A prefill engine of dp ranks stepping in lockstep (runtime/dp_group.py), as SGLang's PD prefill with DP
+    attention runs (DeepSeek's and SGLang's large-scale PD deployments prefill with DP attention and EP): a request
+    is prefilled on the rank vLLM's DP balancer picks, its blocks held there until read; each rank sends from its
+    own GPUs (a link each). A rank whose schedule is empty (its held blocks leave no room) runs the dummy batch;
+    when every rank with work is so, the engine stalls until a transfer frees blocks."""
+
+    rank_class = PrefillRank
+
+    def __init__(self, spec: ScenarioSpec, events: list[Any] | None, metrics: ServingMetrics | None,
+                 first_instance: int = 0) -> None:
+        super().__init__(spec, events, metrics, first_instance)
+        self.prefill_ranks = cast(list[PrefillRank], self.ranks)
+        self.full_model = self.ranks[0].full_model
+        self.holder: dict[int, int] = {}  # request id -> the rank holding its blocks
+
+    def has_work(self) -> bool:
+        return not self.stalled and super().has_work()
+
+    def step(self, t: float) -> tuple[float, int]:
+        live = [r for r in self.prefill_ranks if r.has_work()]
+        for r in live:
+            out = r.scheduler.schedule()
+            r.blocked = not out.num_seqs
+            r.scheduler.peeked = None if r.blocked else out  # the group's step takes the rest
+        if all(r.blocked for r in live):
+            self._stall()
+            return t, 0
+        self.last_step_start = t
+        return super().step(t)
+
+    def take_handoffs(self) -> list[tuple[Request, int]]:
+        out = []
+        for r in self.prefill_ranks:
+            done, r.scheduler.handoffs = r.scheduler.handoffs, []
+            for req in done:
+                self.holder[req.request_id] = r.rank
+                out.append((req, r.rank))
+        self._hold(len(out))
+        return out
+
+    def release(self, req: Request, t: float) -> None:
+        free_read(self.ranks[self.holder.pop(req.request_id)], req, t)
+        self.held -= 1
+        self.stalled = False
+        for r in self.prefill_ranks:
+            r.blocked = False
+
+    def members(self) -> list[ServingInstance]:
+        return list(self.ranks)
 
 
 @dataclass(order=True)
@@ -113,7 +205,8 @@ class _Arrival:
     ready_us: float  # when the decode engine may allocate for it (prefill's end; streaming: its last step's start)
     order: int
     req: Request = field(compare=False)
-    src: int = field(compare=False)  # the prefill instance
+    src: int = field(compare=False)  # the prefill engine
+    link: int = field(compare=False)  # the sender's link (the engine's, or its DP rank's)
     prefill_end_us: float = field(compare=False)
     dst: Any = field(default=None, compare=False)  # what received its blocks: the decode engine, or a DP rank of it
 
@@ -235,13 +328,15 @@ class DisaggLoop(Loop):
     """The loop (loop.py) over prefill engines, decode engines and one link per prefill engine (its NVLink ports
     or NICs, shared by the transfers it sends): each link is one more entry on the heap, at its next event."""
 
-    def __init__(self, prefills: list[PrefillInstance], decodes: list[DecodeInstance | DecodeGroup],
+    def __init__(self, prefills: list[PrefillInstance | PrefillGroup], decodes: list[DecodeInstance | DecodeGroup],
                  dis: DisaggregationSpec,
                  client: Client, progress: Progress | None, check: Check | None, events: list[Any] | None) -> None:
         super().__init__([*prefills, *decodes], client, self._route_prefill, progress, check, events)
         self.prefills, self.decodes, self.dis = prefills, decodes, dis
         bw = lane_bandwidth(prefills[0].gpu, dis.link)
-        self.links = [Link(bw) for _ in prefills]
+        senders = [len(p.members()) for p in prefills]  # an engine sends from its GPUs; a DP group's ranks each
+        self.first_link = [sum(senders[:i]) for i in range(len(prefills))]
+        self.links = [Link(bw) for _ in range(sum(senders))]
         self.num_layers = prefills[0].model.num_hidden_layers
         self.records: dict[int, TransferRecord] = {}
         self._rr_prefill = itertools.cycle(range(len(prefills)))
@@ -293,8 +388,9 @@ class DisaggLoop(Loop):
             self._push(heap, t_end, i)
             if i < x:
                 p = self.prefills[i]
-                for req in p.take_handoffs():
-                    self._handoff(i, req, p.last_step_start if self.dis.streaming else t_end, t_end, heap)
+                for req, rank in p.take_handoffs():
+                    self._handoff(i, self.first_link[i] + rank, req, p.last_step_start if self.dis.streaming else t_end,
+                                  t_end, heap)
             else:
                 self._allocate(i - x, t_end, heap)
                 if finished:  # client slots came free: idle prefill engines take the next sends
@@ -316,10 +412,11 @@ class DisaggLoop(Loop):
         if self._at[i] is None:
             self._push(heap, max(t, self.end_us[i]), i)
 
-    def _handoff(self, src: int, req: Request, ready: float, prefill_end: float, heap: list[tuple[float, int]]) -> None:
+    def _handoff(self, src: int, link: int, req: Request, ready: float, prefill_end: float,
+                 heap: list[tuple[float, int]]) -> None:
         j = self._route_decode()
         d = self.decodes[j]
-        bisect.insort(d.inbox, _Arrival(ready, next(self._order), req, src, prefill_end))
+        bisect.insort(d.inbox, _Arrival(ready, next(self._order), req, src, link, prefill_end))
         self._wake(heap, ready, len(self.prefills) + j)
 
     def _allocate(self, j: int, t: float, heap: list[tuple[float, int]]) -> None:
@@ -327,14 +424,14 @@ class DisaggLoop(Loop):
             p, req, d = self.prefills[a.src], a.req, a.dst
             size = transfer_size(p.full_model, req.num_computed_tokens, p.spec.deployment.tp,  # type: ignore[union-attr]
                                  d.spec.deployment.tp, d.model.kv_dtype, d.page_size)
-            link = self.links[a.src]
+            link = self.links[a.link]
             last_layer_us = size.lane_bytes / self.num_layers / link.bandwidth * 1e6
             not_before = a.prefill_end_us + last_layer_us if self.dis.streaming else 0.0
             link.add(Transfer(req.request_id, size, t, t + size.post_us, not_before, payload=(req, a.src, j, d)))
             self.records[req.request_id] = TransferRecord(req.request_id, a.prefill_end_us, t, bytes=size.total_bytes)
             if d.recorder.keeps:
                 d.recorder.request(req, "transfer_start", t)
-            self._wake_link(heap, a.src)
+            self._wake_link(heap, a.link)
 
     def _wake_link(self, heap: list[tuple[float, int]], k: int) -> None:
         nxt = self.links[k].next_event_us()

@@ -7,28 +7,23 @@
 import { THEME } from "./colors.js";
 import { replicaColor } from "./replicagroups.js";
 
-// x, the prefill engines of a disaggregated run: from its summary (disaggregated, prefill_instances: docs/events.md)
-// or its spec's deployment (disaggregation.prefill.instances); 0 when it is not one
-export function prefillEngines(of) {
-  if (!of) return 0;
-  if (of.disaggregated) return of.prefill_instances || 1;
-  const dis = of.disaggregation;
-  return dis ? (dis.prefill && dis.prefill.instances) || 1 : 0;
+// A disaggregated run's pools as its events number them: x, the prefill pool's instances (its engines, or with
+// prefill.dp > 1 their DP ranks), then the decode pool's; pdp / ddp, each pool's DP ranks an engine (1: none). From
+// the run's summary (disaggregated, prefill_instances, prefill_dp, decode_dp: docs/events.md) or its spec's
+// deployment (disaggregation.prefill/decode); x 0 when it is not disaggregated.
+export function poolsOf(of) {
+  const dis = of && !of.disaggregated ? of.disaggregation : null;
+  if (!of || (!of.disaggregated && !dis)) return { x: 0, pdp: 1, ddp: 1 };
+  const engines = of.disaggregated ? of.prefill_instances || 1 : (dis.prefill && dis.prefill.instances) || 1;
+  const pdp = (of.disaggregated ? of.prefill_dp : dis.prefill && dis.prefill.dp) || 1;
+  const ddp = (of.disaggregated ? of.decode_dp : dis.decode && dis.decode.dp) || 1;
+  return { x: engines * pdp, pdp, ddp };
 }
 
-// The decode engines' DP ranks (decode.dp: each rank its own instance, numbered on), 1 unless the pool runs DP.
-export function decodeRanks(of) {
-  if (!of) return 1;
-  if (of.disaggregated) return of.decode_dp || 1;
-  const dis = of.disaggregation;
-  return (dis && dis.decode && dis.decode.dp) || 1;
-}
-
-// An engine's name in its pool: instances below x are prefill engines, the rest decode engines (or their DP ranks).
-export function engineName(instance, x, dp = 1) {
-  if (instance < x) return `prefill ${instance}`;
-  const k = instance - x;
-  return dp > 1 ? `decode ${Math.floor(k / dp)} rank ${k % dp}` : `decode ${k}`;
+// An instance's name in its pool: below x a prefill engine (or a DP rank of one), the rest decode engines (or ranks).
+export function engineName(instance, pools) {
+  const [pool, k, dp] = instance < pools.x ? ["prefill", instance, pools.pdp] : ["decode", instance - pools.x, pools.ddp];
+  return dp > 1 ? `${pool} ${Math.floor(k / dp)} rank ${k % dp}` : `${pool} ${k}`;
 }
 
 // The order a lane sorts by: its prefill engine, then its decode engine (not yet known: before every known one).
@@ -53,14 +48,14 @@ export function regroupLane(order, requests, r) {
 }
 
 // Plotly shapes and labels marking each pair's group of lanes (rows row0 ..); none unless a lane has a decode engine.
-export function poolBands(sv, row0, x, dp = 1) {
+export function poolBands(sv, row0, pools) {
   const shapes = [];
   const annotations = [];
   const order = sv.order;
   const reqs = sv.requests;
   if (!order.some((id) => reqs.get(id).decodeInstance !== undefined)) return { shapes, annotations };
-  const label = (r) => (r.decodeInstance === undefined ? `${engineName(r.instance, x)} only`
-    : `${engineName(r.instance, x)} → ${engineName(r.decodeInstance, x, dp)}`);
+  const label = (r) => (r.decodeInstance === undefined ? `${engineName(r.instance, pools)} only`
+    : `${engineName(r.instance, pools)} → ${engineName(r.decodeInstance, pools)}`);
   let start = 0;
   for (let i = 1; i <= order.length; i++) {
     const r = reqs.get(order[start]);
@@ -77,10 +72,10 @@ export function poolBands(sv, row0, x, dp = 1) {
 
 // The hover's line on where each phase ran: "prefill on prefill 0 · KV wait 3.1 ms · KV transfer 151 ms (NVLink)
 // · decode on decode 1" (timeline ms: the KV's own times, which no step stretches).
-export function phasesLine(r, x, prefillEndUs, dp = 1) {
-  if (r.decodeInstance === undefined) return x ? `prefill and its only token on ${engineName(r.instance, x)}` : "";
+export function phasesLine(r, pools, prefillEndUs) {
+  if (r.decodeInstance === undefined) return pools.x ? `prefill and its only token on ${engineName(r.instance, pools)}` : "";
   const ms = (us) => `${(us / 1e3).toFixed(us >= 1e5 ? 0 : 1)} ms`;
   const wait = prefillEndUs !== null && r.transferAt > prefillEndUs ? ` · KV wait ${ms(r.transferAt - prefillEndUs)}` : "";
   const sent = r.transferDone !== undefined ? ` · KV transfer ${ms(r.transferDone - r.transferAt)}` : " · KV on its way";
-  return `prefill on ${engineName(r.instance, x)}${wait}${sent} · decode on ${engineName(r.decodeInstance, x, dp)}`;
+  return `prefill on ${engineName(r.instance, pools)}${wait}${sent} · decode on ${engineName(r.decodeInstance, pools)}`;
 }
