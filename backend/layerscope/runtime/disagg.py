@@ -425,9 +425,11 @@ class DisaggLoop(Loop):
             size = transfer_size(p.full_model, req.num_computed_tokens, p.spec.deployment.tp,  # type: ignore[union-attr]
                                  d.spec.deployment.tp, d.model.kv_dtype, d.page_size)
             link = self.links[a.link]
-            last_layer_us = size.lane_bytes / self.num_layers / link.bandwidth * 1e6
-            not_before = a.prefill_end_us + last_layer_us if self.dis.streaming else 0.0
-            link.add(Transfer(req.request_id, size, t, t + size.post_us, not_before, payload=(req, a.src, j, d)))
+            post, not_before = size.post_us, 0.0
+            if self.dis.streaming:  # each layer's KV posted and sent as prefill finishes it: the last layer's after
+                post = size.layer_post_us(self.num_layers)
+                not_before = a.prefill_end_us + post + size.lane_bytes / self.num_layers / link.bandwidth * 1e6
+            link.add(Transfer(req.request_id, size, t, t + post, not_before, payload=(req, a.src, j, d)))
             self.records[req.request_id] = TransferRecord(req.request_id, a.prefill_end_us, t, bytes=size.total_bytes)
             if d.recorder.keeps:
                 d.recorder.request(req, "transfer_start", t)

@@ -15,9 +15,10 @@ shared link.
         for a non-MLA model), each receiving rank posting its own list (the ranks post in parallel), one list per
         sender rank it reads heads from
 
-Lane bandwidths and the setup cost are the constants below, each with its source. With `streaming` the
-transfer joins the link when the prefill's last step starts (each layer sent as prefill finishes it), and cannot
-end before the prefill's end plus the last layer's share.
+Lane bandwidths and the post cost are the constants below, each with its source. With `streaming` each layer's
+KV is posted and sent as prefill finishes it (Mooncake's and SGLang's layer-wise transfer): the transfer joins the
+link one layer's post after the prefill's last step starts, and cannot end before the prefill's end plus the last
+layer's post and bytes.
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ class TransferSize:
     def post_us(self) -> float:
         """NIXL's postDuration: submitting the descriptors before any byte moves."""
         return POST_FIXED_US + POST_PER_DESCRIPTOR_US * self.descriptors
+
+    def layer_post_us(self, layers: int) -> float:
+        """One layer's post when the KV is sent layer by layer (streaming): its share of the descriptors."""
+        return POST_FIXED_US + POST_PER_DESCRIPTOR_US * self.descriptors / layers
 
 
 def kv_per_gpu_per_token(model: ModelConfig, tp: int, kv_dtype: str) -> float:
