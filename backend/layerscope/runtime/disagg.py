@@ -29,6 +29,7 @@ from typing import Any, cast
 from layerscope.deployment import DisaggregationSpec
 from layerscope.events import KernelEvent
 from layerscope.runtime.dp_group import WAITING_WEIGHT, DPGroup, DPRank, DPRecorder
+from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
 from layerscope.runtime.metrics import ServingMetrics
 from layerscope.runtime.recorder import Recorder
@@ -331,7 +332,8 @@ class DisaggLoop(Loop):
     def __init__(self, prefills: list[PrefillInstance | PrefillGroup], decodes: list[DecodeInstance | DecodeGroup],
                  dis: DisaggregationSpec,
                  client: Client, progress: Progress | None, check: Check | None, events: list[Any] | None) -> None:
-        super().__init__([*prefills, *decodes], client, self._route_prefill, progress, check, events)
+        engines = [cast(Instance, e) for e in (*prefills, *decodes)]  # a DP group is one by shape, as engine.py's
+        super().__init__(engines, client, self._route_prefill, progress, check, events)
         self.prefills, self.decodes, self.dis = prefills, decodes, dis
         bw = lane_bandwidth(prefills[0].gpu, dis.link)
         senders = [len(p.members()) for p in prefills]  # an engine sends from its GPUs; a DP group's ranks each
