@@ -61,6 +61,25 @@ def test_request_lanes_grouped_by_pool_with_the_transfer(page: Any, server_url: 
     assert page.problems == []
 
 
+WIDE_EP = ("deployment.weight_dtype=fp8&deployment.ep=8&deployment.disaggregation.prefill.ep=8"
+           "&deployment.disaggregation.decode.instances=1&deployment.disaggregation.decode.tp=1"
+           "&deployment.disaggregation.decode.dp=8&workload.num_requests=16")
+
+
+def test_a_decode_pool_of_dp_ranks_from_the_url(page: Any, server_url: str) -> None:
+    """two-node-1p3d made 1P1D with the decode engine 8 DP ranks of tp 1 (wide EP), asked for in the URL (nested
+    dotted fields): the lanes' groups name the decode engine and the rank that read each request's KV; the page
+    raises no error."""
+    page.page.goto(f"{server_url}/?scenario=two-node-1p3d&{WIDE_EP}")
+    page.wait(f"{STORE}.scenario && {STORE}.scenario.deployment.disaggregation?.decode?.dp === 8 && "
+              f"{STORE}.runs.length > 1 && {STORE}.main.summary.decode_dp === 8", timeout_s=180)
+    page.wait(f"{L}.views.requests.el.layout?.annotations?.some(a => a.text.includes('rank'))", timeout_s=30)
+    labels = [x for x in page.js(f"{L}.views.requests.el.layout.annotations.map(a => a.text)") if "→" in x]
+    assert labels and all(x.startswith("prefill 0 → decode ") and " rank " in x for x in labels), labels
+    assert {x.split(" ")[4] for x in labels} == {"0"} and len({x.split(" ")[6] for x in labels}) > 1  # its ranks
+    assert page.problems == []
+
+
 def test_break_even_view_in_the_sweep_panel(page: Any, server_url: str, tmp_path: Path) -> None:
     """A `plan --break-even --json` file loaded in the sweep panel: a heatmap over input length x request rate,
     each cell naming the winner (A or B) and its margin; hover gives both goodputs per GPU."""
