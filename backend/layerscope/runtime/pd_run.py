@@ -12,10 +12,11 @@ from layerscope.deployment import pool_deployment
 from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
-from layerscope.runtime.disagg import DecodeGroup, DecodeInstance, DisaggLoop, PrefillGroup, PrefillInstance
+from layerscope.runtime.disagg import DisaggLoop
 from layerscope.runtime.dp_group import DPGroup
 from layerscope.runtime.loop import Check, Client, Progress
 from layerscope.runtime.metrics import ServingMetrics, serving_metrics
+from layerscope.runtime.pools import DecodeGroup, DecodeInstance, PrefillGroup, PrefillInstance
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.summary import serving_summary
 from layerscope.runtime.workload import make_requests
