@@ -66,6 +66,17 @@ WIDE_EP = ("deployment.weight_dtype=fp8&deployment.ep=8&deployment.disaggregatio
            "&deployment.disaggregation.decode.dp=8&workload.num_requests=16")
 
 
+def test_a_too_wide_decode_pool_is_refused_with_the_limit_named(page: Any, server_url: str) -> None:
+    """The full 1P3D with three decode engines of 8 DP ranks (~262k events) is refused before it simulates: the
+    page says why, naming the work limit, and falls back to the default preset instead of loading forever."""
+    full = WIDE_EP.replace("&deployment.disaggregation.decode.instances=1", "").replace("&workload.num_requests=16",
+                                                                                       "")
+    page.page.goto(f"{server_url}/?scenario=two-node-1p3d&{full}")
+    page.wait("document.getElementById('story-line').textContent.includes('engine steps')", timeout_s=60)
+    line = page.js("document.getElementById('story-line').textContent")
+    assert "at most 10000" in line and "showing the default preset" in line, line
+
+
 def test_a_decode_pool_of_dp_ranks_from_the_url(page: Any, server_url: str) -> None:
     """two-node-1p3d made 1P1D with the decode engine 8 DP ranks of tp 1 (wide EP), asked for in the URL (nested
     dotted fields): the lanes' groups name the decode engine and the rank that read each request's KV; the page
