@@ -99,3 +99,25 @@ def test_a_client_at_max_concurrency_gets_every_request_served() -> None:
     spec = _spec({"num_requests": 30, "input_len": 200, "output_len": 30, "max_concurrency": 4})
     s = simulate(spec, summary_only=True).summary
     assert s["completed"] == 30 and s["kv_transfers"] == 30
+
+
+def test_the_decode_engine_sees_a_transfer_done_at_its_next_poll() -> None:
+    """vLLM's NixlConnector polls its READs once per engine step (get_finished after the forward): a transfer
+    whose bytes land while the decode engine is mid-step is done, for it and for NIXL's xferDuration, at that
+    step's end; one landing on an idle engine is seen at once. The first request decodes alone while the second's
+    KV arrives: its transfer_done falls on a decode step's end, later than post + bytes / NVLink."""
+    spec = _spec({"num_requests": 2, "input_len": 2000, "output_len": 64, "range_ratio": 0.0, "request_rate": 40.0})
+    r = simulate(spec)
+    done = {e.request_id: e.t_us for e in r.events if e.kind == "request" and e.what == "transfer_done"}
+    start = {e.request_id: e.t_us for e in r.events if e.kind == "request" and e.what == "transfer_start"}
+    steps = [(e.start_us, e.start_us + e.model_dur_us) for e in r.events if e.kind == "step" and e.instance == 1]
+    size = transfer_size(PRESETS["qwen3-235b-a22b"], 2000, 4, 4, "bf16")
+    wire = size.post_us + size.lane_bytes / 450e9 * 1e6
+    assert done[0] - start[0] == pytest.approx(wire, rel=1e-6)  # the decode engine was idle: seen at once
+    late = done[1] - start[1]
+    assert late > wire * (1 + 1e-6), (late, wire)
+    assert any(end == pytest.approx(done[1], abs=1e-3) for _, end in steps)  # at a step's end: the poll
+    assert not any(s < done[1] - 1e-3 and done[1] + 1e-3 < end for s, end in steps)  # never mid-step
+    assert late - wire < max(end - s for s, end in steps) + 1e-3  # by at most one step
+    kernel = next(e for e in r.events if e.kind == "kernel" and e.stream == "kv_transfer" and "request 1:" in e.shapes)
+    assert kernel.dur_us == pytest.approx(late, rel=1e-6)

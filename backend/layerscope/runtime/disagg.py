@@ -97,6 +97,7 @@ class DisaggLoop(Loop):
             if i < x:
                 self._deliver(inst.seen(t), heap, i)
             else:
+                self._poll_links(t, heap)  # the step's poll sees what landed by now (polled_us)
                 self._allocate(i - x, t, heap)
             if not inst.has_work():
                 nxt = self.client.next_send_us()
@@ -164,19 +165,36 @@ class DisaggLoop(Loop):
         if nxt is not None and (self._at[i] is None or nxt < self._at[i]):  # type: ignore[operator]
             self._push(heap, nxt, i)
 
+    def _poll_links(self, t: float, heap: list[tuple[float, int]]) -> None:
+        """Transfers ending at t end before a decode engine steps at t: its poll before scheduling sees them."""
+        for k, link in enumerate(self.links):
+            nxt = link.next_event_us()
+            if nxt is not None and nxt <= t:
+                self._link_step(k, t, heap)
+
     def _link_step(self, k: int, t: float, heap: list[tuple[float, int]]) -> None:
         x = len(self.prefills)
         for tr in self.links[k].advance(t):
             req, src, j, d = cast(tuple[Request, int, int, DecodeInstance | DecodeRank], tr.payload)
             self.prefills[src].release(req, t)
-            d.kv_arrived(req, t)
+            seen = polled_us(t, self.end_us[x + j])
+            d.kv_arrived(req, seen)
             rec = self.records[req.request_id]
-            rec.done_us = t
+            rec.done_us = seen
             if d.recorder.keeps:
-                d.emit(_transfer_kernel(tr, t, d.recorder.instance, self.dis.link))
+                d.emit(_transfer_kernel(tr, seen, d.recorder.instance, self.dis.link))
             self._wake(heap, t, src)
             self._wake(heap, t, x + j)
         self._wake_link(heap, k)
+
+
+def polled_us(wire_end_us: float, step_end_us: float) -> float:
+    """When the decode engine learns its READ is done. vLLM's NixlConnector polls its transfers once per engine
+    step (NixlConnectorWorker.get_finished -> _pop_done_transfers -> check_xfer_state, called by the worker after
+    each step's forward), and NIXL's xferDuration ends at that poll (nixlAgent::getXferStatus sets it when the
+    backend reports the transfer done): bytes landing mid-step are seen at that step's end. An idle engine polls
+    at once (EngineCore keeps stepping empty batches while a request waits for its remote KV)."""
+    return max(wire_end_us, step_end_us)
 
 
 def _transfer_kernel(tr: Transfer, t: float, instance: int, link: str) -> KernelEvent:

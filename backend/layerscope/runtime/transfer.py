@@ -9,6 +9,8 @@ shared link.
                          several receivers sends their shares one after another over its own NIC or NVLink port)
     time = post + busiest lane / (lane bandwidth / transfers sharing the link)   (processor sharing: every
            transfer in flight on the link gets an equal share, recomputed whenever one starts or ends)
+           + the wait for the decode engine's next poll (runtime/disagg.py polled_us: vLLM's NixlConnector checks
+           its READs once per engine step, and NIXL's xferDuration ends at that check)
     post = POST_FIXED_US + POST_PER_DESCRIPTOR_US x descriptors   (NIXL's postDuration: submitting the READ)
         descriptors = regions x blocks x reads: one per (layer, K or V) region and KV block of the prompt, as
         vLLM's NixlConnector lists them (_get_block_descs_ids: num_regions x block_ids, regions [K0, V0, K1, ...]
