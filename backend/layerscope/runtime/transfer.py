@@ -26,6 +26,7 @@ layer's post and bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from layerscope.deployment import DeploymentSpec, shard
 from layerscope.hardware.gpus import GB, GPU
@@ -63,6 +64,7 @@ class TransferSize:
         return POST_FIXED_US + POST_PER_DESCRIPTOR_US * self.descriptors / layers
 
 
+@lru_cache(maxsize=64)  # asked once per transfer with the same few (model, tp, dtype): sharding costs a spec
 def kv_per_gpu_per_token(model: ModelConfig, tp: int, kv_dtype: str) -> float:
     """KV bytes one GPU of a tp group holds per token, over all layers (KV heads / tp, at least one)."""
     return shard(model, DeploymentSpec(tp=tp)).kv_bytes_per_token(kv_dtype)
