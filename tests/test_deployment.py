@@ -77,3 +77,14 @@ def test_dp_fields_at_their_defaults_are_not_dumped() -> None:
     dumped = DeploymentSpec(dp=4, tp=2, all2all_backend="pplx").model_dump()
     assert (dumped["dp"], dumped["all2all_backend"], "ep" in dumped) == (4, "pplx", False)  # ep = dp x tp
     assert DeploymentSpec.model_validate(dumped) == DeploymentSpec(dp=4, tp=2, all2all_backend="pplx")
+
+
+def test_a_disaggregated_deployment_describes_itself_in_labels() -> None:
+    """The run label of a preset whose compare run drops the pools names them in a few words, not as a model dump."""
+    from layerscope.deployment import DisaggregationSpec
+    from layerscope.scenario import load_preset, main_label
+
+    assert DisaggregationSpec(decode={"instances": 3, "tp": 8}, prefill={"tp": 8}, link="rdma").describe() == \
+        "1P3D tp8/tp8 over rdma"
+    assert main_label(load_preset("pd-disaggregated-vs-colocated")) == \
+        "deployment.disaggregation=1P1D tp4/tp4 over nvlink"

@@ -92,13 +92,19 @@ class PoolSpec(Strict):
     instances: int = Field(1, ge=1, le=16, description="engines in the pool (x of xPyD)")
     tp: int = Field(4, ge=1, le=8, description="tensor parallel size of each engine of the pool (4: 1P1D fills "
                     "a node of 8)")
-    dp: int = Field(1, ge=1, le=1, description="data parallel attention ranks of each engine (1: dp is not "
-                    "simulated inside a pool yet)")
-    ep: int = Field(1, ge=1, le=8, description="expert parallel size of each engine (divides tp)")
+    dp: int = Field(1, ge=1, le=64, description="data-parallel attention ranks of each engine of the pool (SGLang's "
+                    "PD with --enable-dp-attention: dp x tp GPUs stepping in lockstep, each rank its own KV cache and "
+                    "requests, the experts over all of them, ep = dp x tp)")
+    ep: int = Field(1, ge=1, le=512, description="expert parallel size of each engine (divides tp; with dp > 1 "
+                    "it is dp x tp, derived when left at 1)")
 
     @model_validator(mode="after")
     def _ep_divides_tp(self) -> PoolSpec:
-        if self.tp % self.ep:
+        world = self.dp * self.tp
+        if self.dp > 1 and self.ep not in (1, world):
+            raise ValueError(f"ep={self.ep}: with dp={self.dp} x tp={self.tp} the experts spread over all {world} "
+                             f"GPUs of the engine: leave ep at 1 (derived) or set {world}")
+        if self.dp == 1 and self.tp % self.ep:
             raise ValueError(f"ep={self.ep} must divide tp={self.tp} (MoE tensor parallel is tp / ep)")
         return self
 
@@ -136,6 +142,12 @@ class DisaggregationSpec(Strict):
     @property
     def num_gpus(self) -> int:
         return self.prefill.num_gpus + self.decode.num_gpus
+
+    def describe(self) -> str:
+        """In a few words, as labels show it: '1P1D tp4/tp4 over nvlink'."""
+        p, d = self.prefill, self.decode
+        dp = "".join(f" {name} dp{pool.dp}" for name, pool in (("prefill", p), ("decode", d)) if pool.dp > 1)
+        return f"{p.instances}P{d.instances}D tp{p.tp}/tp{d.tp}{dp} over {self.link}"
 
 
 class DeploymentSpec(Strict):
@@ -548,8 +560,14 @@ def _too_big(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, weights: float, 
 
 # -- does it fit -------------------------------------------------------------------------------------------------
 def pool_deployment(dep: DeploymentSpec, pool: PoolSpec) -> DeploymentSpec:
-    """The deployment one engine of a disaggregated pool runs: the pool's tp and ep, no pools of its own."""
-    return dep.model_copy(update={"tp": pool.tp, "ep": pool.ep, "disaggregation": None})
+    """The deployment one engine of a disaggregated pool runs: the pool's tp and ep, no pools of its own; with
+    dp > 1 a DP group of dp x tp GPUs, the experts over all of them, on the nodes those GPUs fill."""
+    if pool.dp == 1:
+        return dep.model_copy(update={"tp": pool.tp, "ep": pool.ep, "disaggregation": None})
+    world = pool.dp * pool.tp
+    return DeploymentSpec.model_validate({**dep.model_dump(), "tp": pool.tp, "dp": pool.dp, "ep": world,
+                                          "nodes": -(-world // GPUS_PER_NODE), "replicas": 1,
+                                          "disaggregation": None})
 
 
 def check_fits(model: ModelConfig, gpu: GPU, runtime: str, dep: DeploymentSpec | None, free_hbm_gib: float | None,

@@ -660,7 +660,13 @@ def main_label(spec: ScenarioSpec) -> str:
     """The main run named by the settings its compare run changes (e.g. 'allocator=bank_aware')."""
     if spec.compare is None:
         return spec.name
-    return ", ".join(f"{k}={_dotted(spec, k)}" for k in spec.compare.set) or spec.name
+    return ", ".join(f"{k}={_shown(_dotted(spec, k))}" for k in spec.compare.set) or spec.name
+
+
+def _shown(value: Any) -> Any:
+    """A setting as a label shows it: a spec model that describes itself in a few words does (DisaggregationSpec)."""
+    describe = getattr(value, "describe", None)
+    return describe() if callable(describe) else value
 
 
 def _dotted(obj: Any, path: str) -> Any:

@@ -12,7 +12,6 @@ trade-off a deployment is chosen on.
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -134,26 +133,22 @@ def run_grid(spec: ScenarioSpec, grid: dict[str, list[Any]], jobs: int = 1, ray_
             rows.append({"set": p, "summary": {}, THROUGHPUT: None, TPOT: None, "pareto": False, "error": s[1:]})
             continue
         summary = next(done)
-        row = {"set": p, "summary": summary, THROUGHPUT: _per_gpu(summary, s), TPOT: summary.get(TPOT),
+        row = {"set": p, "summary": summary, THROUGHPUT: _per_gpu(summary), TPOT: summary.get(TPOT),
                "pareto": False}
         if "request_goodput" in summary:  # with --goodput SLOs
-            row[GOODPUT] = _per_gpu(summary, s, "request_goodput")
+            row[GOODPUT] = _per_gpu(summary, "request_goodput")
         rows.append(row)
     mark_pareto(rows)
     return {"scenario": spec.name, "grid": grid, "points": rows}
 
 
-def _per_gpu(summary: dict[str, Any], spec_json: str, key: str = "output_throughput") -> float | None:
-    """A figure per GPU: over every GPU of the run (a disaggregated run's pools, or its replicas x dp x tp)."""
+def _per_gpu(summary: dict[str, Any], key: str = "output_throughput") -> float | None:
+    """A figure per GPU: over the summary's num_gpus, every GPU of the run (a disaggregated run's pools, or its
+    replicas x dp x tp)."""
     tput = summary.get(key)
     if tput is None:
         return None
-    dep = json.loads(spec_json).get("deployment") or {}
-    if dep.get("disaggregation"):  # every pool's GPUs (runtime/pd_run.py)
-        gpus = int(summary.get("num_gpus") or 1)
-    else:  # every engine's GPUs: replicas of dp ranks of tp GPUs each
-        gpus = int(dep.get("tp") or 1) * int(dep.get("replicas") or 1) * int(dep.get("dp") or 1)
-    return round(float(tput) / gpus, 4 if key == "request_goodput" else 3)
+    return round(float(tput) / int(summary.get("num_gpus") or 1), 4 if key == "request_goodput" else 3)
 
 
 def mark_pareto(rows: list[dict[str, Any]]) -> None:

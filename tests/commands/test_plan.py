@@ -96,20 +96,36 @@ def test_plan_refuses_a_dp_layout_naming_the_node_size(capsys: pytest.CaptureFix
 
 
 def test_plan_request_rate_sizes_a_small_grid(capsys: pytest.CaptureFixture[str]) -> None:
-    """--request-rate: each candidate simulated at the rate; the answer is the fewest GPUs meeting the SLOs, and a
-    TTFT SLO too tight for any leaves none; candidates over --max-gpus are left out, refusals kept."""
+    """--request-rate: each candidate (colocated, replicas, dp ranks, xPyD) simulated at the rate; the answer is the
+    fewest GPUs meeting the SLOs, and a TTFT SLO too tight for any leaves none; candidates over --max-gpus are left
+    out, refusals kept."""
     small = ["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "24", "--random-input-len", "512",
              "--random-output-len", "16", "--tps", "2,4", "--splits", "1P1D", "--json"]
     assert main([*small, "--slo", "ttft:5000,tpot:200"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {r["candidate"]: r for r in out["candidates"]}
-    assert set(rows) == {"colocated tp2", "colocated tp4", "1P1D tp2", "1P1D tp4"}
+    assert set(rows) == {"colocated tp2", "colocated tp4", "2 replicas tp2", "3 replicas tp2", "4 replicas tp2",
+                         "2 replicas tp4", "dp2 tp2", "dp2 tp4", "1P1D tp2", "1P1D tp4", "1P1D tp2 + decode dp2",
+                         "1P1D tp4 + decode dp2"}
     assert "weights need" in rows["colocated tp2"]["error"] and not rows["colocated tp2"]["meets_slo"]
     assert rows["1P1D tp4"]["num_gpus"] == 8 and rows["colocated tp4"]["num_gpus"] == 4
+    assert rows["2 replicas tp4"]["num_gpus"] == 8 and rows["2 replicas tp4"]["deployment"]["replicas"] == 2
+    # dp 2 x tp 2 spreads the experts over 4 GPUs (ep 4), so it fits where one tp-2 engine does not
+    assert rows["dp2 tp2"]["num_gpus"] == 4 and "error" not in rows["dp2 tp2"]
+    # two replicas share the same load: each sees half, so the TTFT is no worse than one engine's
+    assert rows["2 replicas tp4"]["median_ttft_ms"] <= rows["colocated tp4"]["median_ttft_ms"]
     assert out["best"] == "colocated tp4"  # 4 GPUs meet these loose SLOs
     for r in rows.values():
         if "error" not in r:
             assert r["goodput_per_gpu"] == pytest.approx(r["request_goodput"] / r["num_gpus"], abs=1e-4)
+    assert main([*small, "--tps", "4", "--max-gpus", "16", "--splits", "1P1D", "--dps", "4"]) == 0
+    wide = {r["candidate"]: r for r in json.loads(capsys.readouterr().out)["candidates"]}
+    assert wide["4 replicas tp4"]["deployment"]["nodes"] == 2 and "error" not in wide["4 replicas tp4"]
+    assert wide["dp4 tp4"]["num_gpus"] == 16
+    # a decode pool of 4 DP ranks of tp 1 beside a tp-4 prefill engine: 8 GPUs, its experts over 4 (ep 4)
+    split = wide["1P1D tp4 + decode dp4"]
+    assert split["num_gpus"] == 8 and split["deployment"]["disaggregation"]["decode"] == {"instances": 1, "tp": 1,
+                                                                                           "dp": 4}
     assert main([*small, "--slo", "ttft:1"]) == 0
     assert json.loads(capsys.readouterr().out)["best"] is None
     assert main(["plan", "--request-rate", "4", "--slo", "itl:3"]) == 2
@@ -128,3 +144,13 @@ def test_plan_break_even_names_the_winner_and_its_margin(capsys: pytest.CaptureF
         assert c["winner"] == ("colocated tp4" if a >= b else "1P1D tp4")
         assert c["margin"] == pytest.approx(max(a, b) / min(a, b) - 1, abs=1e-3)
     assert main([*args[:-1], "--break-even", "colocated tp4;nope"]) == 2
+
+
+def test_plan_request_rate_with_fp8_weights_sizes_each_candidate_as_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """fp8 at tp 8 needs ep (block scales): the grid's tp-4 candidates are sized, not refused for a template's tp."""
+    assert main(["plan", "--gpu", "h200", "--request-rate", "4", "--num-prompts", "8", "--random-input-len", "256",
+                 "--random-output-len", "8", "--tps", "4", "--splits", "1P1D", "--dps", "", "--weight-dtype", "fp8",
+                 "--slo", "ttft:5000,tpot:200", "--json"]) == 0
+    rows = {r["candidate"]: r for r in json.loads(capsys.readouterr().out)["candidates"]}
+    assert set(rows) == {"colocated tp4", "2 replicas tp4", "1P1D tp4"}
+    assert all("error" not in r and r["deployment"]["weight_dtype"] == "fp8" for r in rows.values())

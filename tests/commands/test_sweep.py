@@ -64,6 +64,7 @@ def test_a_grid_over_replicas_names_the_refused_points(tmp_path: Path, capsys: p
     assert [p["summary"].get("replicas", 1) for p in points[:3]] == [1, 2, 4]
     assert "replicas=8 x 2 GPUs each (tp=2) need 16 GPUs" in points[3]["error"]
     one, two = points[0], points[1]  # throughput per GPU divides by every replica's GPUs
+    assert [p["summary"]["num_gpus"] for p in points[:3]] == [2, 4, 8]
     assert two["output_throughput_per_gpu"] == round(two["summary"]["output_throughput"] / 4, 3)
     assert one["output_throughput_per_gpu"] == round(one["summary"]["output_throughput"] / 2, 3)
 

@@ -113,3 +113,31 @@ def test_the_server_answers_a_run_stopped_by_its_budget_with_an_error() -> None:
         assert err["type"] == "error" and "budget of 300 events" in err["message"], err
         ws.send_json({"type": "load", "spec": {"prompt_len": 16, "decode_steps": 2}})
         assert ws.receive_json()["type"] == "loaded"  # the connection and the slot are free again
+
+
+# issue 21: two-node-1p3d with its three decode engines made 8 DP ranks of tp 1 each (wide EP): 24 decode ranks
+# stepping in lockstep record ~262k events, which the estimate, counting one engine's steps, let through
+WIDE_EP_1P3D = {"deployment.weight_dtype": "fp8", "deployment.ep": 8, "deployment.disaggregation.prefill.ep": 8,
+                "deployment.disaggregation.decode.tp": 1, "deployment.disaggregation.decode.dp": 8}
+
+
+def test_every_decode_rank_of_a_disaggregated_run_is_counted(client: TestClient) -> None:
+    base = scn.load_preset("two-node-1p3d")
+    wide = scn.apply_overrides(base, WIDE_EP_1P3D)
+    assert estimate_work(wide).units > Settings().max_sim_work >= estimate_work(base).units
+    before = client.get("/api/debug/sessions").json()["simulations"]
+    err = ws_answer(client, {"type": "load", "scenario": "two-node-1p3d", "set": WIDE_EP_1P3D})
+    assert err["type"] == "error" and err["field"] == "set.deployment.disaggregation.decode.dp", err
+    assert "engine steps" in err["message"] and "at most 10000" in err["message"]
+    assert client.get("/api/debug/sessions").json()["simulations"] == before  # refused before simulating
+
+
+def test_a_disaggregated_runs_estimate_follows_its_decode_ranks() -> None:
+    """The real engine, small: events per unit of work stay alike from 1 decode rank to 4 (the estimate grows
+    with the ranks as the events do)."""
+    def spec(dp: int) -> scn.ScenarioSpec:
+        return scn.ScenarioSpec(gpu="h200", deployment={"tp": 8, "weight_dtype": "fp8", "disaggregation": {
+            "prefill": {"tp": 4}, "decode": {"tp": 4 // dp, "dp": dp}}},
+            workload={"num_requests": 8, "input_len": 512, "output_len": 16, "request_rate": 8.0})
+    per_unit = [len(simulate(spec(dp)).events) / estimate_work(spec(dp)).units for dp in (1, 4)]
+    assert 0.5 < per_unit[1] / per_unit[0] < 2.0, per_unit

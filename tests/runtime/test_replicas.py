@@ -74,6 +74,13 @@ def test_per_replica_figures_sum_to_the_overall_counts() -> None:
     assert "replica3_completed" not in s
 
 
+def test_a_replicas_summary_counts_every_gpu_of_the_deployment() -> None:
+    """num_gpus is the deployment's (2 replicas of tp 2: 4 GPUs), as a vLLM user counts them, not one replica's."""
+    s = simulate(_spec(2, tp=2), summary_only=True).summary
+    assert s["num_gpus"] == 4 and s["tp"] == 2
+    assert simulate(_spec(1, tp=2), summary_only=True).summary["num_gpus"] == 2
+
+
 def test_a_summary_only_run_of_replicas_has_the_full_runs_figures() -> None:
     spec = _spec(2, "prefix_cache_aware", shared_prefix_len=64)
     assert simulate(spec, summary_only=True).summary == simulate(spec).summary

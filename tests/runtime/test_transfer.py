@@ -1,10 +1,12 @@
 """KV transfer sizes against a hand computation, and the shared link's timing."""
 
+from dataclasses import replace
+
 import pytest
 
 from layerscope.hardware.gpus import GB
 from layerscope.model.config import PRESETS
-from layerscope.runtime.transfer import Link, Transfer, transfer_size
+from layerscope.runtime.transfer import Link, Transfer, descriptors, transfer_size
 
 QWEN = PRESETS["qwen3-235b-a22b"]
 
@@ -28,6 +30,20 @@ def test_transfer_size_tp4_to_tp8() -> None:
     assert s.total_bytes == 8 * 48_128_000 and s.lanes == 8
     assert s.lane_bytes == 2 * 48_128_000
     assert transfer_size(QWEN, 1000, 4, 4, "fp8").total_bytes == 192_512_000 / 2  # fp8 KV: one byte a value
+
+
+def test_post_time_scales_with_the_descriptors() -> None:
+    """vLLM's NixlConnector posts one descriptor per (layer, K or V) region and block: 1000 tokens in blocks of 16
+    are 63 blocks, x 94 layers x 2 = 11,844 descriptors a receiving GPU; posted at 0.441 ms + 3.212 us each
+    (vLLM #41230 and #34054) = 38.48 ms. tp 8 -> tp 4: a tp-4 GPU holds 1 KV head, which one tp-8 GPU holds
+    whole (heads replicated twice), so it reads from one sender: the same count; block size 64 quarters it."""
+    s = transfer_size(QWEN, 1000, 4, 4, "bf16")
+    assert s.descriptors == 63 * 94 * 2 == 11_844
+    assert s.post_us == pytest.approx(440.7 + 11_844 * 3.2120, rel=1e-4)
+    assert descriptors(QWEN, 1000, 16, 8, 4) == 11_844
+    assert descriptors(QWEN, 1000, 64, 4, 4) == 16 * 94 * 2
+    two_reads = replace(QWEN, num_key_value_heads=8)  # 8 heads: a tp-8 GPU holds 1, a tp-2 GPU 4
+    assert descriptors(two_reads, 16, 16, 8, 2) == 94 * 2 * 4  # a tp-2 GPU reads its 4 heads from 4 tp-8 GPUs
 
 
 def _transfer(rid: int, lane_bytes: float, join: float) -> Transfer:

@@ -43,6 +43,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--slo", default="ttft:2000,tpot:100", metavar="KEY:MS,...",
                    help="SLOs in ms (ttft, tpot, e2el) for --request-rate (default ttft:2000,tpot:100)")
     p.add_argument("--tps", default="4,8", help="tensor parallel sizes of the grid (--request-rate)")
+    p.add_argument("--dps", default="2", help="data-parallel attention sizes of the grid, each with every tp and ep = "
+                   "dp x tp (--request-rate; '' for none)")
     p.add_argument("--splits", default="1P1D,1P2D,2P1D", help="xPyD splits of the grid (--request-rate)")
     p.add_argument("--max-gpus", type=int, default=8, help="largest deployment of the grid (--request-rate)")
     p.add_argument("--link", choices=("nvlink", "rdma"), default=None,
@@ -163,15 +165,13 @@ def _size(args: argparse.Namespace) -> int:
     if not 0 < args.attainment <= 100 or not 1 <= args.max_gpus <= 64 or not 1 <= args.num_prompts <= 2000:
         raise ValueError("--attainment must be in (0, 100], --max-gpus 1..64, --num-prompts 1..2000")
     slos = parse_goodput([args.slo], "--slo")
-    try:
-        tps = [int(t) for t in args.tps.split(",") if t.strip()]
-    except ValueError:
-        raise ValueError(f"--tps {args.tps!r}: comma-separated integers") from None
+    tps, dps = _ints(args.tps, "--tps"), _ints(args.dps, "--dps")
     link = args.link or ("nvlink" if args.max_gpus <= 8 else "rdma")
-    grid = candidates(tps, parse_splits(args.splits), args.max_gpus, link)
+    dtypes = {"weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype}  # every candidate's, not a template's:
+    grid = [Candidate(c.label, {**dtypes, **c.deployment})  # a template tp could refuse fp8 where a candidate fits
+            for c in candidates(tps, parse_splits(args.splits), args.max_gpus, link, tuple(dps))]
     base = ScenarioSpec.model_validate({
         "name": "plan", "model": args.model, "gpu": args.gpu, "runtime": "vllm",
-        "deployment": {"tp": 8, "weight_dtype": args.weight_dtype, "kv_dtype": args.kv_dtype},
         "workload": {"num_requests": args.num_prompts, "input_len": args.random_input_len,
                      "output_len": args.random_output_len}})
     if args.break_even is not None:
@@ -182,15 +182,25 @@ def _size(args: argparse.Namespace) -> int:
         return 0
     print(f"{args.model} on {args.gpu} at {args.request_rate:g} req/s, SLO {args.slo} met by >= {args.attainment:g}% "
           "of requests (goodput: vllm bench serve's request_goodput)")
-    print(f"{'candidate':<16} {'GPUs':>5} {'goodput req/s':>14} {'per GPU':>9} {'SLO met %':>10}  meets")
+    print(f"{'candidate':<26} {'GPUs':>5} {'goodput req/s':>14} {'per GPU':>9} {'SLO met %':>10}  meets")
     for r in out["candidates"]:
         if "error" in r:
-            print(f"{r['candidate']:<16} {r['num_gpus']:>5}  refused: {r['error']}")
+            print(f"{r['candidate']:<26} {r['num_gpus']:>5}  refused: {r['error']}")
             continue
-        print(f"{r['candidate']:<16} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
+        print(f"{r['candidate']:<26} {r['num_gpus']:>5} {r['request_goodput']:>14.3f} {r['goodput_per_gpu']:>9.4f} "
               f"{r['slo_attainment_pct']:>10.1f}  {'yes' if r['meets_slo'] else 'no'}")
     print(f"fewest GPUs meeting the SLOs: {out['best'] or 'none of the grid'}")
     return 0
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        out = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: comma-separated integers") from None
+    if any(n < 1 for n in out):
+        raise ValueError(f"{flag} {text!r}: sizes >= 1")
+    return out
 
 
 def _break_even(args: argparse.Namespace, base: ScenarioSpec, slos: dict[str, float], grid: list[Candidate]) -> int:

@@ -41,6 +41,8 @@ def _run_work(spec: ScenarioSpec) -> Work:
     w = spec.workload
     if w.trace is not None:  # only a preset's shipped trace gets here (the server refuses client paths)
         return Work(w.num_requests * weight, "workload.trace")
+    if spec.deployment is not None and spec.deployment.disaggregation is not None:
+        return _pools_work(spec, weight)
     r = w.range_ratio
     longest = w.shared_prefix_len + int(w.input_len * (1 + r)) + int(w.output_len * (1 + r))
     prompt = w.num_requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
@@ -53,6 +55,24 @@ def _run_work(spec: ScenarioSpec) -> Work:
     width = 1 + concurrent / REQUESTS_PER_STEP_WEIGHT
     name = "workload.num_requests" if waves > 1 else "workload.output_len"
     return Work(int(steps * width * weight), name)
+
+
+def _pools_work(spec: ScenarioSpec, weight: int) -> Work:
+    """A disaggregated run (runtime/pd_run.py): the prefill pool's chunks, and every decode rank's steps. Each
+    decode engine, and each DP rank of one, steps (and records its kernels) on its own: DP ranks in lockstep, an
+    idle one running the dummy batch (vLLM's DP), so a pool of E engines of R ranks steps E x R times per token."""
+    w, dis = spec.workload, spec.deployment.disaggregation  # type: ignore[union-attr]
+    assert w is not None and dis is not None
+    r = w.range_ratio
+    prompt = w.num_requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
+    output = int(w.output_len * (1 + r))
+    ranks = dis.decode.instances * dis.decode.dp
+    per_rank = -(-w.num_requests // ranks)
+    concurrent = max(1, min(per_rank, spec.scheduler_limits.max_num_seqs, w.max_concurrency or per_rank))
+    decode_steps = ranks * -(-per_rank // concurrent) * output
+    width = 1 + concurrent / REQUESTS_PER_STEP_WEIGHT
+    steps = -(-prompt // spec.scheduler_limits.max_num_batched_tokens) + int(decode_steps * width)
+    return Work(steps * weight, "deployment.disaggregation.decode.dp" if dis.decode.dp > 1 else "workload.output_len")
 
 
 def _requests_fitting_pool(spec: ScenarioSpec, tokens: int) -> int:

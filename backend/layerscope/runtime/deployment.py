@@ -64,7 +64,7 @@ def deployment_summary(spec: ScenarioSpec, placement: Placement | None) -> dict[
         return {}
     d, g = spec.deployment, placement.per_gpu()
     return {
-        "num_gpus": placement.num_gpus,
+        "num_gpus": placement.num_gpus * d.replicas,  # every GPU, as vLLM's users count a deployment's: all replicas
         "tp": d.tp,
         "ep": d.ep,
         "weight_dtype": d.weight_dtype,

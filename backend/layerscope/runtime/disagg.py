@@ -14,7 +14,8 @@ Back-pressure, as vLLM's NixlConnector does it: a decode engine out of blocks le
 are read, so a prefill pool whose blocks are all held stops admitting (its engine stalls until a transfer
 frees some). Routing: round robin, as vLLM's disaggregated proxy (tests/v1/kv_connector/nixl_integration/
 toy_proxy_server.py cycles its prefill and decode clients), or least loaded (fewest requests in the engine),
-as SGLang's router's load-aware policies and Dynamo's planner.
+as SGLang's router's load-aware policies and Dynamo's planner. The engines of each pool (and their DP-group forms
+with dp > 1) are runtime/pools.py's; this module is the loop over them and the links.
 """
 
 from __future__ import annotations
@@ -22,146 +23,18 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, cast
 
 from layerscope.deployment import DisaggregationSpec
 from layerscope.events import KernelEvent
+from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
-from layerscope.runtime.recorder import Recorder
-from layerscope.runtime.request import Request, RequestStatus
-from layerscope.runtime.sched_interface import SchedulerOutput, StepResult
-from layerscope.runtime.scheduler import Scheduler
-from layerscope.runtime.serving import ServingInstance
-from layerscope.runtime.transfer import SETUP_US, Link, Transfer, lane_bandwidth, transfer_size
-from layerscope.scenario import ScenarioSpec
+from layerscope.runtime.pools import Arrival, DecodeGroup, DecodeInstance, DecodeRank, PrefillGroup, PrefillInstance
+from layerscope.runtime.request import Request
+from layerscope.runtime.transfer import Link, Transfer, lane_bandwidth, transfer_size
 
 KV_TRANSFER = "kv_transfer"  # the transfers' stream: one timeline row
-
-
-class PrefillScheduler(Scheduler):
-    """vLLM's scheduler on a prefill engine: a request whose prompt is done leaves the engine with its blocks held
-    (the KV producer's request finishes with delay_free_blocks; its token goes to the client with the KV)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.handoffs: list[Request] = []
-        self.peeked: SchedulerOutput | None = None  # made by the engine's look before its step: the step's own
-
-    def schedule(self) -> SchedulerOutput:
-        out, self.peeked = self.peeked, None
-        return out if out is not None else super().schedule()
-
-    def update_from_output(self, out: SchedulerOutput) -> StepResult:
-        res = super().update_from_output(out)
-        done = [r for r in res.first_token if r.status is RequestStatus.RUNNING]  # more to generate: decode's
-        if done:
-            gone = set(map(id, done))
-            for r in done:
-                self.running.remove(r)
-                r.status = RequestStatus.WAITING
-            res.first_token = [r for r in res.first_token if id(r) not in gone]
-            res.sampled = [r for r in res.sampled if id(r) not in gone]
-            self.handoffs += done
-        return res
-
-
-class PrefillInstance(ServingInstance):
-    def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
-        super().__init__(spec, recorder)
-        lim = self.limits
-        self.scheduler: PrefillScheduler = PrefillScheduler(self.cache, lim.max_num_batched_tokens, lim.max_num_seqs,
-                                          lim.long_prefill_token_threshold, spec.scheduler.enable_chunked_prefill)
-        self.stalled = False  # nothing fits beside the blocks held for transfers: waits for one to end
-        self.stalls = 0
-        self.held = 0
-        self.max_held = 0
-        self.last_step_start = 0.0
-
-    def has_work(self) -> bool:
-        return not self.stalled and super().has_work()
-
-    def step(self, t: float) -> tuple[float, int]:
-        out = self.scheduler.schedule()
-        if not out.num_seqs:  # back-pressure: the held blocks leave no room for a waiting prompt
-            self.stalled = True
-            self.stalls += 1
-            return t, 0
-        self.last_step_start = t
-        self.scheduler.peeked = out  # ServingInstance.step takes this step's schedule
-        return super().step(t)
-
-    def take_handoffs(self) -> list[Request]:
-        done, self.scheduler.handoffs = self.scheduler.handoffs, []
-        self.held += len(done)
-        self.max_held = max(self.max_held, self.held)
-        return done
-
-    def release(self, req: Request, t: float) -> None:
-        """The decode engine has read the request's KV: its blocks go back to the pool."""
-        self.cache.free(req)
-        self.recorder.cache_frees(t, self.cache.drain_log(), self.kv.page_bytes)
-        self.held -= 1
-        self.stalled = False
-
-
-@dataclass(order=True)
-class _Arrival:
-    ready_us: float  # when the decode engine may allocate for it (prefill's end; streaming: its last step's start)
-    order: int
-    req: Request = field(compare=False)
-    src: int = field(compare=False)  # the prefill instance
-    prefill_end_us: float = field(compare=False)
-
-
-class DecodeInstance(ServingInstance):
-    def __init__(self, spec: ScenarioSpec, recorder: Recorder) -> None:
-        super().__init__(spec, recorder)
-        assert isinstance(self.scheduler, Scheduler), "a deployment runs vLLM's scheduler"
-        self.vllm_scheduler = self.scheduler
-        self.inbox: list[_Arrival] = []  # prefilled, waiting for decode blocks (back-pressure lives here)
-        self.inflight = 0  # blocks allocated, KV on its way
-
-    def load(self) -> int:
-        return self.scheduler.num_unfinished() + len(self.inbox) + self.inflight
-
-    def allocate_arrived(self, t: float) -> list[_Arrival]:
-        """Blocks for the prefilled requests ready by t, first come first served, while the pool has room and
-        fewer than max_num_seqs are running or on their way."""
-        out = []
-        while self.inbox and self.inbox[0].ready_us <= t and \
-                len(self.vllm_scheduler.running) + self.inflight < self.limits.max_num_seqs:
-            a = self.inbox[0]
-            if not self._allocate_remote(a.req, t):
-                break
-            self.inbox.pop(0)
-            self.inflight += 1
-            out.append(a)
-        return out
-
-    def _allocate_remote(self, req: Request, t: float) -> bool:
-        """The prompt's blocks, before its KV arrives (num_external_computed_tokens = the prompt)."""
-        computed, req.num_computed_tokens = req.num_computed_tokens, 0
-        try:
-            alloc = self.cache.allocate_slots(req, computed)
-        finally:
-            req.num_computed_tokens = computed
-        if alloc is None:
-            return False
-        if self.recorder.keeps and alloc.new_blocks:
-            self.recorder.request_pages(t, req.request_id, "decode", 0, [int(b.bank) for b in alloc.new_blocks],
-                                        [int(b.slot) for b in alloc.new_blocks])
-        return True
-
-    def kv_arrived(self, req: Request, t: float) -> None:
-        """The KV is in: the request runs as a decode; its first token reaches the client now."""
-        self.inflight -= 1
-        req.status = RequestStatus.RUNNING
-        self.vllm_scheduler.running.append(req)
-        if self.metrics is not None:
-            req.token_us.append(t)
-        else:
-            self.recorder.request(req, "transfer_done", t)
 
 
 @dataclass
@@ -177,12 +50,16 @@ class DisaggLoop(Loop):
     """The loop (loop.py) over prefill engines, decode engines and one link per prefill engine (its NVLink ports
     or NICs, shared by the transfers it sends): each link is one more entry on the heap, at its next event."""
 
-    def __init__(self, prefills: list[PrefillInstance], decodes: list[DecodeInstance], dis: DisaggregationSpec,
+    def __init__(self, prefills: list[PrefillInstance | PrefillGroup], decodes: list[DecodeInstance | DecodeGroup],
+                 dis: DisaggregationSpec,
                  client: Client, progress: Progress | None, check: Check | None, events: list[Any] | None) -> None:
-        super().__init__([*prefills, *decodes], client, self._route_prefill, progress, check, events)
+        engines = [cast(Instance, e) for e in (*prefills, *decodes)]  # a DP group is one by shape, as engine.py's
+        super().__init__(engines, client, self._route_prefill, progress, check, events)
         self.prefills, self.decodes, self.dis = prefills, decodes, dis
         bw = lane_bandwidth(prefills[0].gpu, dis.link)
-        self.links = [Link(bw) for _ in prefills]
+        senders = [len(p.members()) for p in prefills]  # an engine sends from its GPUs; a DP group's ranks each
+        self.first_link = [sum(senders[:i]) for i in range(len(prefills))]
+        self.links = [Link(bw) for _ in range(sum(senders))]
         self.num_layers = prefills[0].model.num_hidden_layers
         self.records: dict[int, TransferRecord] = {}
         self._rr_prefill = itertools.cycle(range(len(prefills)))
@@ -220,6 +97,7 @@ class DisaggLoop(Loop):
             if i < x:
                 self._deliver(inst.seen(t), heap, i)
             else:
+                self._poll_links(t, heap)  # the step's poll sees what landed by now (polled_us)
                 self._allocate(i - x, t, heap)
             if not inst.has_work():
                 nxt = self.client.next_send_us()
@@ -234,8 +112,9 @@ class DisaggLoop(Loop):
             self._push(heap, t_end, i)
             if i < x:
                 p = self.prefills[i]
-                for req in p.take_handoffs():
-                    self._handoff(i, req, p.last_step_start if self.dis.streaming else t_end, t_end, heap)
+                for req, rank in p.take_handoffs():
+                    self._handoff(i, self.first_link[i] + rank, req, p.last_step_start if self.dis.streaming else t_end,
+                                  t_end, heap)
             else:
                 self._allocate(i - x, t_end, heap)
                 if finished:  # client slots came free: idle prefill engines take the next sends
@@ -257,26 +136,28 @@ class DisaggLoop(Loop):
         if self._at[i] is None:
             self._push(heap, max(t, self.end_us[i]), i)
 
-    def _handoff(self, src: int, req: Request, ready: float, prefill_end: float, heap: list[tuple[float, int]]) -> None:
+    def _handoff(self, src: int, link: int, req: Request, ready: float, prefill_end: float,
+                 heap: list[tuple[float, int]]) -> None:
         j = self._route_decode()
         d = self.decodes[j]
-        bisect.insort(d.inbox, _Arrival(ready, next(self._order), req, src, prefill_end))
+        bisect.insort(d.inbox, Arrival(ready, next(self._order), req, src, link, prefill_end))
         self._wake(heap, ready, len(self.prefills) + j)
 
     def _allocate(self, j: int, t: float, heap: list[tuple[float, int]]) -> None:
-        d = self.decodes[j]
-        for a in d.allocate_arrived(t):
-            p, req = self.prefills[a.src], a.req
+        for a in self.decodes[j].allocate_arrived(t):
+            p, req, d = self.prefills[a.src], a.req, a.dst
             size = transfer_size(p.full_model, req.num_computed_tokens, p.spec.deployment.tp,  # type: ignore[union-attr]
-                                 d.spec.deployment.tp, d.model.kv_dtype)  # type: ignore[union-attr]
-            link = self.links[a.src]
-            last_layer_us = size.lane_bytes / self.num_layers / link.bandwidth * 1e6
-            not_before = a.prefill_end_us + last_layer_us if self.dis.streaming else 0.0
-            link.add(Transfer(req.request_id, size, t, t + SETUP_US, not_before, payload=(req, a.src, j)))
+                                 d.spec.deployment.tp, d.model.kv_dtype, d.page_size)
+            link = self.links[a.link]
+            post, not_before = size.post_us, 0.0
+            if self.dis.streaming:  # each layer's KV posted and sent as prefill finishes it: the last layer's after
+                post = size.layer_post_us(self.num_layers)
+                not_before = a.prefill_end_us + post + size.lane_bytes / self.num_layers / link.bandwidth * 1e6
+            link.add(Transfer(req.request_id, size, t, t + post, not_before, payload=(req, a.src, j, d)))
             self.records[req.request_id] = TransferRecord(req.request_id, a.prefill_end_us, t, bytes=size.total_bytes)
             if d.recorder.keeps:
                 d.recorder.request(req, "transfer_start", t)
-            self._wake_link(heap, a.src)
+            self._wake_link(heap, a.link)
 
     def _wake_link(self, heap: list[tuple[float, int]], k: int) -> None:
         nxt = self.links[k].next_event_us()
@@ -284,20 +165,36 @@ class DisaggLoop(Loop):
         if nxt is not None and (self._at[i] is None or nxt < self._at[i]):  # type: ignore[operator]
             self._push(heap, nxt, i)
 
+    def _poll_links(self, t: float, heap: list[tuple[float, int]]) -> None:
+        """Transfers ending at t end before a decode engine steps at t: its poll before scheduling sees them."""
+        for k, link in enumerate(self.links):
+            nxt = link.next_event_us()
+            if nxt is not None and nxt <= t:
+                self._link_step(k, t, heap)
+
     def _link_step(self, k: int, t: float, heap: list[tuple[float, int]]) -> None:
         x = len(self.prefills)
         for tr in self.links[k].advance(t):
-            req, src, j = cast(tuple[Request, int, int], tr.payload)
+            req, src, j, d = cast(tuple[Request, int, int, DecodeInstance | DecodeRank], tr.payload)
             self.prefills[src].release(req, t)
-            d = self.decodes[j]
-            d.kv_arrived(req, t)
+            seen = polled_us(t, self.end_us[x + j])
+            d.kv_arrived(req, seen)
             rec = self.records[req.request_id]
-            rec.done_us = t
+            rec.done_us = seen
             if d.recorder.keeps:
-                d.emit(_transfer_kernel(tr, t, d.recorder.instance, self.dis.link))
+                d.emit(_transfer_kernel(tr, seen, d.recorder.instance, self.dis.link))
             self._wake(heap, t, src)
             self._wake(heap, t, x + j)
         self._wake_link(heap, k)
+
+
+def polled_us(wire_end_us: float, step_end_us: float) -> float:
+    """When the decode engine learns its READ is done. vLLM's NixlConnector polls its transfers once per engine
+    step (NixlConnectorWorker.get_finished -> _pop_done_transfers -> check_xfer_state, called by the worker after
+    each step's forward), and NIXL's xferDuration ends at that poll (nixlAgent::getXferStatus sets it when the
+    backend reports the transfer done): bytes landing mid-step are seen at that step's end. An idle engine polls
+    at once (EngineCore keeps stepping empty batches while a request waits for its remote KV)."""
+    return max(wire_end_us, step_end_us)
 
 
 def _transfer_kernel(tr: Transfer, t: float, instance: int, link: str) -> KernelEvent:
@@ -306,5 +203,6 @@ def _transfer_kernel(tr: Transfer, t: float, instance: int, link: str) -> Kernel
         t_us=tr.start_us, name=f"nixl_kv_read_{link}", stage="kv_transfer", stage_kind="memory", phase="decode",
         stream=KV_TRANSFER, start_us=tr.start_us, dur_us=t - tr.start_us, flops=0.0, bytes=s.total_bytes,
         bound="memory", hbm_util=0.0, l2_hit=0.0, shapes=f"request {tr.request_id}: {s.total_bytes / 1e6:.1f} MB over "
-        f"{s.lanes} lanes ({s.lane_bytes / 1e6:.1f} MB on the busiest), setup {SETUP_US / 1000:g} ms", scope="model",
+        f"{s.lanes} lanes ({s.lane_bytes / 1e6:.1f} MB on the busiest), post {s.post_us / 1000:.2f} ms for "
+        f"{s.descriptors:,} descriptors a GPU", scope="model",
         instance=instance)

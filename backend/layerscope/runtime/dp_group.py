@@ -127,14 +127,18 @@ class DPGroup:
     """The loop's view of a DP group: one instance that steps all its ranks at once."""
 
     clock: Clock = "model"
+    rank_class: type[DPRank] = DPRank  # a subclass's ranks (a disaggregated decode pool's: runtime/disagg.py)
 
-    def __init__(self, spec: ScenarioSpec, events: list[Any] | None, metrics: ServingMetrics | None) -> None:
+    def __init__(self, spec: ScenarioSpec, events: list[Any] | None, metrics: ServingMetrics | None,
+                 first_instance: int = 0) -> None:
         dep = spec.deployment
         assert dep is not None and dep.dp > 1
         self.spec, self.dep = spec, dep
         self.metrics = metrics  # a summary-only run's, which every rank feeds
         self.shadow = None  # the scaled layer runs on single-engine serving runs only
-        self.ranks = [DPRank(spec, DPRecorder(events, instance=r, metrics=metrics), r) for r in range(dep.dp)]
+        # instance: the rank's own (first_instance + rank: a pool's group numbers its ranks after the engines before)
+        self.ranks = [self.rank_class(spec, DPRecorder(events, instance=first_instance + r, metrics=metrics), r)
+                      for r in range(dep.dp)]
         first = self.ranks[0]
         share_memos([r.plan for r in self.ranks])  # type: ignore[misc]
         if events is None:  # no kernel events, so nothing rank-specific in a launch's memo: one for all ranks

@@ -12,9 +12,11 @@ from layerscope.deployment import pool_deployment
 from layerscope.events import SummaryEvent
 from layerscope.hardware.cost import CostModel
 from layerscope.result import SimResult
-from layerscope.runtime.disagg import DecodeInstance, DisaggLoop, PrefillInstance
+from layerscope.runtime.disagg import DisaggLoop
+from layerscope.runtime.dp_group import DPGroup
 from layerscope.runtime.loop import Check, Client, Progress
 from layerscope.runtime.metrics import ServingMetrics, serving_metrics
+from layerscope.runtime.pools import DecodeGroup, DecodeInstance, PrefillGroup, PrefillInstance
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.summary import serving_summary
 from layerscope.runtime.workload import make_requests
@@ -28,14 +30,23 @@ def pool_spec(spec: ScenarioSpec, pool: str) -> ScenarioSpec:
     return spec.model_copy(update={"deployment": dep})
 
 
-def build_pools(spec: ScenarioSpec, events: list[Any] | None,
-                metrics: ServingMetrics | None) -> tuple[list[PrefillInstance], list[DecodeInstance]]:
+def build_pools(spec: ScenarioSpec, events: list[Any] | None, metrics: ServingMetrics | None
+                ) -> tuple[list[PrefillInstance | PrefillGroup], list[DecodeInstance | DecodeGroup]]:
+    """The pools' engines; events' `instance`: the prefill engines' first, then the decode engines', an engine
+    with dp > 1 one per DP rank (numbered on)."""
     assert spec.deployment is not None and spec.deployment.disaggregation is not None
     dis = spec.deployment.disaggregation
     p_spec, d_spec = pool_spec(spec, "prefill"), pool_spec(spec, "decode")
-    prefills = [PrefillInstance(p_spec, Recorder(events, i, metrics)) for i in range(dis.prefill.instances)]
-    x = dis.prefill.instances
-    decodes = [DecodeInstance(d_spec, Recorder(events, x + j, metrics)) for j in range(dis.decode.instances)]
+    pdp, ddp = dis.prefill.dp, dis.decode.dp
+    prefills: list[PrefillInstance | PrefillGroup] = [
+        PrefillGroup(p_spec, events, metrics, i * pdp) if pdp > 1 else PrefillInstance(p_spec, Recorder(events, i,
+                                                                                                       metrics))
+        for i in range(dis.prefill.instances)]
+    x = dis.prefill.instances * pdp
+    decodes: list[DecodeInstance | DecodeGroup] = [
+        DecodeGroup(d_spec, events, metrics, x + j * ddp) if ddp > 1 else DecodeInstance(d_spec, Recorder(events, x + j,
+                                                                                                        metrics))
+        for j in range(dis.decode.instances)]
     return prefills, decodes
 
 
@@ -61,7 +72,8 @@ def serve_disaggregated(spec: ScenarioSpec, progress: Progress | None, check: Ch
         events.sort(key=lambda e: e.t_us)  # stable: emission order breaks ties
         figures = serving_metrics(events, spec.goodput)
     assert figures is not None
-    summary = serving_summary([*prefills, *decodes], figures, requests)
+    engines = [m for e in (*prefills, *decodes) for m in e.members()]
+    summary = serving_summary(engines, figures, requests)
     summary.update(pool_figures(spec, prefills, decodes, loop))
     out_events = events if events is not None else []
     out_events.append(SummaryEvent(t_us=t, figures=summary))
@@ -70,7 +82,8 @@ def serve_disaggregated(spec: ScenarioSpec, progress: Progress | None, check: Ch
     return SimResult(spec=spec, events=out_events, topology=topology, summary=summary, clock=first.clock)
 
 
-def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: list[DecodeInstance],
+def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance | PrefillGroup],
+                 decodes: list[DecodeInstance | DecodeGroup],
                  loop: DisaggLoop) -> dict[str, float | int | str | bool]:
     """The pools' own figures (docs/events.md): GPUs, KV capacity per pool, the transfers and the wait for
     decode blocks (back-pressure)."""
@@ -88,8 +101,10 @@ def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: l
         "prefill_tp": dis.prefill.tp,
         "decode_instances": dis.decode.instances,
         "decode_tp": dis.decode.tp,
-        "prefill_kv_tokens": prefills[0].kv.pool.num_pages * prefills[0].page_size,
-        "decode_kv_tokens": decodes[0].kv.pool.num_pages * decodes[0].page_size,
+        **({"prefill_dp": dis.prefill.dp} if dis.prefill.dp > 1 else {}),
+        **({"decode_dp": dis.decode.dp} if dis.decode.dp > 1 else {}),
+        "prefill_kv_tokens": sum(r.kv.pool.num_pages * r.page_size for r in prefills[0].members()),
+        "decode_kv_tokens": sum(r.kv.pool.num_pages * r.page_size for r in decodes[0].members()),
         "prefill_num_steps": sum(p.num_steps for p in prefills),
         "decode_num_steps": sum(d.num_steps for d in decodes),
         "kv_transfers": len(recs),
@@ -101,7 +116,13 @@ def pool_figures(spec: ScenarioSpec, prefills: list[PrefillInstance], decodes: l
         "max_prefill_held_requests": max(p.max_held for p in prefills),
         "prefill_stalls": sum(p.stalls for p in prefills),
     }
-    for name, pool in (("prefill", prefills), ("decode", decodes)):
+    keys = ("all2all_backend", "dp_idle_share", "a2a_share", "expert_imbalance")
+    for name, first in (("prefill", prefills[0]), ("decode", decodes[0])):  # each pool's first engine's DP figures
+        if isinstance(first, DPGroup):
+            dp = first.figures()
+            out.update({f"{name}_{k}": dp[k] for k in keys})
+    pools: tuple[tuple[str, list[Any]], ...] = (("prefill", prefills), ("decode", decodes))
+    for name, pool in ((name, [m for e in engines for m in e.members()]) for name, engines in pools):
         layer = [x for inst in pool for x in inst.stats.layer_us]
         out[f"{name}_step_layer_mean_us"] = round(float(np.mean(layer)), 3) if layer else 0.0
     return out

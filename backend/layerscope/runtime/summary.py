@@ -156,8 +156,7 @@ def replicas_summary(instances: list[ServingInstance], metrics: list[dict[str, f
     vLLM labels its metrics per engine), and the router's counts (runtime/router.py)."""
     dep = instances[0].spec.deployment
     assert dep is not None
-    out: dict[str, float | int | bool | str] = {"replicas": len(instances), "router": dep.router,
-                                                "num_gpus_all_replicas": len(instances) * dep.gpus_per_replica}
+    out: dict[str, float | int | bool | str] = {"replicas": len(instances), "router": dep.router}
     for i, (inst, figures) in enumerate(zip(instances, metrics, strict=True)):
         stats = inst.cache.stats
         out.update({f"replica{i}_{k}": figures[k] for k in REPLICA_FIGURES})

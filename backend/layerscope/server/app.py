@@ -16,7 +16,7 @@ from fastapi.templating import Jinja2Templates
 from layerscope import __version__
 from layerscope.paths import frontend_dir
 from layerscope.protocol import MAX_REPLAY_BYTES
-from layerscope.server import api, pages, sweep, ws
+from layerscope.server import api, breakeven, pages, sweep, ws
 from layerscope.server.load import scrub
 from layerscope.server.prewarm import hold_the_library, start_prewarm
 from layerscope.server.runs import ExportCache, RunCache, Simulator
@@ -65,6 +65,7 @@ def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: 
     app.include_router(pages.router)
     app.include_router(api.router)
     app.include_router(sweep.router)
+    app.include_router(breakeven.router)
     app.include_router(ws.router)
     app.mount("/static", StaticFiles(directory=str(frontend_dir() / "static")), name="static")
     return app

@@ -44,7 +44,7 @@ class SweepBody(BaseModel):
     )
 
 
-def _refuse(field: str, message: str) -> HTTPException:
+def refuse(field: str, message: str) -> HTTPException:
     """A 422 shaped like FastAPI's own validation errors, so the client reads one format."""
     return HTTPException(422, detail=[{"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}])
 
@@ -56,11 +56,11 @@ def check_grid(body: SweepBody, max_work: int, estimate: Callable[[scn.ScenarioS
     it in the answer with its error, as `layerscope sweep` does."""
     points = math.prod(len(v) for v in body.grid.values())
     if points > MAX_POINTS:
-        raise _refuse("grid", f"{points} points; this server runs at most {MAX_POINTS} per sweep")
+        raise refuse("grid", f"{points} points; this server runs at most {MAX_POINTS} per sweep")
     try:
         spec = requested_spec(RunRequest(scenario=body.scenario, set=dict(body.set)))
     except CommandError as e:
-        raise _refuse(e.field or "scenario", str(e)) from None
+        raise refuse(e.field or "scenario", str(e)) from None
     keys = list(body.grid)
     for values in product(*body.grid.values()):
         req = RunRequest(scenario=body.scenario, set={**body.set, **dict(zip(keys, values, strict=True))})
@@ -68,20 +68,20 @@ def check_grid(body: SweepBody, max_work: int, estimate: Callable[[scn.ScenarioS
             one = requested_spec(req).model_copy(update={"compare": None})
         except CommandError as e:
             if "unknown field" in str(e):
-                raise _refuse("grid", str(e)) from None
+                raise refuse("grid", str(e)) from None
             continue  # refused by the scenario's own rules: run_grid reports it
         try:
             refuse_client_traces(req, one)  # the server opens no file a client names
             check_work(estimate, one, req, max_work)
         except CommandError as e:
-            raise _refuse("grid", f"the point {dict(zip(keys, values, strict=True))}: {e}") from None
+            raise refuse("grid", f"the point {dict(zip(keys, values, strict=True))}: {e}") from None
     return spec
 
 
 DISCONNECT_POLL_S = 0.2  # how often a running sweep asks whether its client is still there
 
 
-async def _stop_when_gone(request: Request, stop: threading.Event) -> None:
+async def stop_when_gone(request: Request, stop: threading.Event) -> None:
     """Set `stop` once the client disconnects (or the sweep ends and sets it itself)."""
     while not stop.is_set():
         if await request.is_disconnected():
@@ -90,23 +90,29 @@ async def _stop_when_gone(request: Request, stop: threading.Event) -> None:
         await asyncio.sleep(DISCONNECT_POLL_S)
 
 
+def sweep_lock(state: Any) -> asyncio.Lock:
+    """One sweep (or break-even, server/breakeven.py) at a time per app: each point is a CPU-bound simulation."""
+    if getattr(state, "sweep_lock", None) is None:
+        state.sweep_lock = asyncio.Lock()
+    return state.sweep_lock
+
+
 @router.post("/api/sweep", tags=["sweep"])
 async def post_sweep(request: Request, body: SweepBody) -> dict[str, Any]:
     """Run a small grid of a preset (timing only) and answer `layerscope sweep --json`'s object."""
     state = request.app.state
     spec = check_grid(body, state.settings.max_sim_work, state.runs.estimate_work)
-    if getattr(state, "sweep_lock", None) is None:
-        state.sweep_lock = asyncio.Lock()  # one sweep at a time per app: each point is a CPU-bound simulation
-    if state.sweep_lock.locked():  # no queue behind it: a client that gave up would still hold its place
+    lock = sweep_lock(state)
+    if lock.locked():  # no queue behind it: a client that gave up would still hold its place
         raise HTTPException(503, "server busy: a sweep is running; retry shortly", headers={"Retry-After": "5"})
-    async with state.sweep_lock:
+    async with lock:
         stop = threading.Event()
-        watcher = asyncio.create_task(_stop_when_gone(request, stop))
+        watcher = asyncio.create_task(stop_when_gone(request, stop))
         try:
             result = await run_in_threadpool(run_grid, spec, {k: list(v) for k, v in body.grid.items()}, 1,
                                              None, run_points_until(stop))
         except ValueError as e:  # the engine refuses a combination the schema allows (e.g. weights do not fit)
-            raise _refuse("grid", f"cannot simulate this grid: {e}") from None
+            raise refuse("grid", f"cannot simulate this grid: {e}") from None
         except SweepCancelled:  # nobody reads the answer; the lock is free for the next sweep
             raise HTTPException(499, "the client closed the request; the sweep was stopped") from None
         finally:

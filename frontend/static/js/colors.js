@@ -145,6 +145,8 @@ export const REQUEST_STATE = {
   get decode() { return PHASE.decode; },
   get preempted() { return CELL.evicted; },
   get recompute() { return STAGE_KIND.memory; }, // KV computed again: the memory kind's hue, apart from prefill's
+  get kv_wait() { return STAGE_KIND.scheduler; }, // prefilled, waiting for decode blocks (disaggregated back-pressure)
+  get transfer() { return STAGE_KIND.collective; }, // the KV crossing between pools: GPU-to-GPU traffic's hue
   get finished() { return CELL.crc_ok; },
 };
 

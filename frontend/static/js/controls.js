@@ -10,7 +10,7 @@ const NUMERIC = new Set(["prompt_len", "chunk_size", "decode_steps", "free_hbm_g
 const BOOLEAN = new Set(["decode_page_hint", "scheduler.prefix_caching"]);
 // A dotted field (workload.num_requests) is one field of a nested model; the server takes it as is.
 const valueAt = (spec, field) => field.split(".").reduce((o, k) => (o == null ? undefined : o[k]), spec);
-const DOTTED = /^(deployment|workload|scheduler)\.[a-z_]+$/; // nested overrides kept in the URL too
+const DOTTED = /^(deployment|workload|scheduler)(\.[a-z_]+)+$/; // nested overrides kept in the URL too (deployment.disaggregation.decode.dp)
 export const MOMENT_KEYS = ["t", "x0", "x1", "step", "kernel"]; // a link's moment (main.js readMoment)
 // One representative fault per kind (the form offers the kind; these say where and how hard).
 const FAULT_DEFAULTS = {

@@ -13,6 +13,7 @@
 // when the engine idles waiting for arrivals, stay as they are), so TTFT / TPOT / ITL here are what
 // `vllm bench serve` would measure either way.
 
+import { regroupLane } from "./poolgroups.js";
 import { insertLane } from "./replicagroups.js";
 
 // Where a step ends on the event clock: a whole-model step after its start, or one layer after it when the
@@ -23,7 +24,7 @@ export function stepEnd(s) {
 }
 
 const MAX_POINTS = 4000; // KV block series kept (the latest)
-const STATES = ["waiting", "prefill", "decode", "preempted", "recompute"];
+const STATES = ["waiting", "prefill", "kv_wait", "transfer", "decode", "preempted", "recompute"];
 
 export class Request {
   constructor(e) {
@@ -183,7 +184,15 @@ export class ServingState {
         if (r.preemptions) r.open("recompute", t); // its prompt and generated tokens again
         else r.open("prefill", t);
         break;
+      case "transfer_start": // disaggregated: a decode engine (this event's instance) has its blocks; the KV leaves
+        r.decodeInstance = e.instance || 0;
+        r.transferAt = t;
+        r.open("transfer", t);
+        regroupLane(this.order, this.requests, r); // its lane joins its prefill -> decode pair (poolgroups.js)
+        break;
       case "transfer_done": // disaggregated: the first token reaches the client with the KV (docs/events.md)
+        r.transferDone = t;
+      // falls through: the KV in, its first token
       case "first_token":
         if (r.firstToken === null) {
           r.firstToken = t;
@@ -382,10 +391,18 @@ export class ServingState {
     return { n: v.length, p50: percentile(v, 0.5), p99: percentile(v, 0.99), mean, sorted: v };
   }
 
+  // A disaggregated request's prefill end (its last chunk's step end), or null (no transfer, or no chunk seen).
+  prefillEndUs(r) {
+    if (r.transferAt === undefined || !r.chunks || !r.chunks.length) return null;
+    return stepEnd(r.chunks[r.chunks.length - 1].step);
+  }
+
   // Lane segments of request r up to timeline time `now` (the open one included).
   lanes(r, now) {
     const out = r.segments.filter((s) => s.state !== "prefill" && s.state !== "recompute");
     if (r.chunks) for (const c of r.chunks) out.push({ state: c.state, t0: c.step.start, t1: stepEnd(c.step), n: c.n });
+    const end = this.prefillEndUs(r);
+    if (end !== null && r.transferAt > end) out.push({ state: "kv_wait", t0: end, t1: r.transferAt }); // back-pressure
     if (r.state !== "done" && r.state !== "prefill" && r.state !== "recompute") out.push({ state: r.state, t0: r.since, t1: Math.max(now, r.since) });
     return out;
   }

@@ -228,6 +228,7 @@ export const PANELS = [
       <label class="filepick ghost" title="A result of layerscope sweep SCENARIO --grid ... --json, or of layerscope plan --request-rate R --break-even 'A;B' --json (the break-even view)">load sweep JSON<input type="file" id="sweep-file" data-testid="sweep-file" accept=".json,application/json"></label>
       <label title="Fields and values, e.g. deployment.tp=4,8; workload.max_concurrency=1,16 (at most 16 points, run on the server)">grid <input id="sweep-grid" data-testid="sweep-grid" type="text" size="44" value="workload.max_concurrency=1,8,32"></label>
       <button type="submit" data-testid="sweep-run" title="Run this grid of the current scenario on the server (timing only)">run grid</button>
+      <button type="button" id="breakeven-run" data-testid="breakeven-run" hidden title="Over the grid's workload.input_len x workload.request_rate (at most 8 cells), which gives the higher goodput per GPU at the SLOs: this run or its compare run (simulated on the server)">run break-even</button>
     </form>
     <div class="form-error hidden" id="sweep-error" data-testid="sweep-error" role="alert"></div>
     <div class="plot" id="sweep-plot"></div>`,

@@ -9,11 +9,13 @@ import { PLOT_CONFIG, REQUEST_STATE, THEME, plotLayout, runColor } from "../colo
 import { stepEnd } from "../serving.js";
 import { bindZoom } from "./cursor.js";
 import { PlotOverlay } from "./overlay.js";
+import { phasesLine, poolBands, poolsOf } from "../poolgroups.js";
 import { replicaBands, replicaColor, replicasOf } from "../replicagroups.js";
 import { hideTip, showTip } from "./tip.js";
 
 const LABEL = {
-  waiting: "waiting", prefill: "prefill chunk", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
+  waiting: "waiting", prefill: "prefill chunk", kv_wait: "KV wait (prefilled, waiting for decode blocks)",
+  transfer: "KV transfer (prefill pool to decode pool)", decode: "decode", preempted: "preempted (KV freed, waiting to recompute)",
   recompute: "recompute chunk",
 };
 const ms = (v) => (Number.isFinite(v) ? `${v.toFixed(v >= 100 ? 0 : 2)} ms` : "–");
@@ -181,13 +183,23 @@ export class RequestsView {
     ctx.restore();
   }
 
+  // The pools of the run a block draws (tag "B ": the compare run's): poolsOf's {x, pdp, ddp}, x 0 unless it is
+  // disaggregated.
+  pools(tag) {
+    const run = tag === "B " ? this.store.compareRun : this.store.main;
+    return poolsOf(run && run.summary ? run.summary : tag === "B " ? null : (this.store.scenario || {}).deployment);
+  }
+
   hover(r, sv = this.serving, tag = "") {
+    const known = this.pools(tag);
+    const pools = known.x || r.decodeInstance === undefined ? known : { ...known, x: r.instance + 1 };
     const ttft = r.firstToken !== null ? sv.modelMs(r.arrive, r.firstToken) : NaN;
     const gen = Math.max(0, r.tokens.length);
     const tpot = r.finished !== null ? r.tpotMs : gen > 1 ? ((sv.tokenUs(r.tokens[gen - 1]) - sv.toModelUs(r.arrive)) / 1e3 - ttft) / (gen - 1) : NaN;
     return (
       `<b>${tag ? `run ${tag}· ` : ""}request ${r.id}</b>${replicasOf((this.store.scenario || {}).deployment).replicas > 1 ? ` · <span style="color:${replicaColor(r.instance)}">replica ${r.instance}</span>` : ""}<br>input ${r.input_len} tokens · output ${r.output_len} tokens (${gen} generated)` +
       `<br>TTFT ${ms(ttft)} · TPOT ${ms(tpot)}${r.finished === null ? " so far" : ""}` +
+      (pools.x ? `<br>${phasesLine(r, pools, sv.prefillEndUs(r))}` : "") +
       (r.preemptions ? `<br>preempted ${r.preemptions}×` : "") +
       (r.finished !== null ? `<br>end-to-end ${ms(r.e2elMs)}` : "") +
       "<br><i>whole model, simulated at full size</i>"
@@ -263,8 +275,9 @@ export class RequestsView {
     }
     const shapes = s.axis.breaks().shapes;
     const annotations = [];
-    for (const { sv: v, row0 } of blocks) { // each replica's lanes marked in its colour (replicagroups.js)
-      const bands = replicaBands(v, row0);
+    for (const { sv: v, row0, tag } of blocks) { // each replica's or pool pair's lanes marked (replicagroups.js, poolgroups.js)
+      const pools = this.pools(tag);
+      const bands = pools.x ? poolBands(v, row0, pools) : replicaBands(v, row0);
       shapes.push(...bands.shapes);
       annotations.push(...bands.annotations);
     }

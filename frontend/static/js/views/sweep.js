@@ -1,6 +1,8 @@
 // A sweep in the browser: output throughput per GPU against median TPOT, one point per configuration, the Pareto
 // front (no other point is both faster per token and higher in throughput) marked and joined. From a file
-// (`layerscope sweep ... --json`) or a small grid run by the server (POST /api/sweep). Clicking a point loads
+// (`layerscope sweep ... --json`) or a small grid run by the server (POST /api/sweep). "run break-even" runs the
+// grid's input lengths x request rates on the server (POST /api/breakeven): the run against its compare run, the
+// higher goodput per GPU cell by cell (breakeven.js). Clicking a point loads
 // that configuration as the current run. The panel opens with the scenario's own grid (scenario.sweep.grid) and is
 // hidden where the scenario names none (no sweep applies). A one-request scenario's sweep (scenario.sweep.metric)
 // draws that summary figure against the grid's first field instead. Every point is labelled with its setting.
@@ -51,6 +53,8 @@ export class SweepView {
       ev.preventDefault();
       this.runGrid();
     });
+    this.breakEvenButton = root.querySelector("#breakeven-run");
+    this.breakEvenButton.addEventListener("click", () => this.runBreakEven());
   }
 
   // a run of another scenario loaded (main.js): its grid in the form, the panel hidden where no sweep applies, the previous plot cleared
@@ -59,6 +63,7 @@ export class SweepView {
     const sc = this.store.scenario;
     const sweep = sc && sc.sweep;
     this.root.classList.toggle("collapsed", !sweep && !serving);
+    this.breakEvenButton.hidden = !(sc && sc.workload && sc.compare); // the run against its compare run
     if ((sc && sc.name) === this.scenario) return; // a point of the sweep loaded: keep the plot to choose another
     this.scenario = sc && sc.name;
     this.fail("");
@@ -110,6 +115,36 @@ export class SweepView {
     }
   }
 
+  // POST /api/breakeven over the grid's input lengths x request rates (the scenario's own where the grid has none)
+  async runBreakEven() {
+    let axes;
+    try {
+      axes = breakEvenAxes(parseGrid(this.gridInput.value), this.store.scenario);
+    } catch (e) {
+      this.fail(e.message);
+      return;
+    }
+    this.fail("");
+    this.info.textContent = `running the break-even on the server: ${axes.input_lens.length} x ${axes.request_rates.length} cells, two runs each…`;
+    try {
+      const r = await fetch("/api/breakeven", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ scenario: this.cmd.scenario(), set: this.cmd.currentSet(), ...axes }),
+      });
+      const body = await r.json().catch(() => ({}));
+      if (!r.ok) {
+        this.info.textContent = "";
+        this.fail(`break-even: ${errorText(body, r.status)}`); // 503: "server busy: a sweep is running; retry shortly"
+        return;
+      }
+      this.showBreakEven(body, "the server");
+    } catch (e) {
+      this.info.textContent = "";
+      this.fail(`break-even: ${e.message}`);
+    }
+  }
+
   fail(text) {
     this.error.textContent = text;
     this.error.classList.toggle("hidden", !text);
@@ -157,7 +192,9 @@ export class SweepView {
     this.root.dataset.empty = "false";
     const { traces, layout } = breakEvenFigure(data);
     Plotly.react(this.plot, traces, layout, PLOT_CONFIG);
-    this.info.textContent = `break-even: ${data.deployments.join(" vs ")} over ${data.cells.length} cells · from ${source}`;
+    const [a] = data.deployments;
+    const wins = data.cells.filter((c) => c.winner === a).length;
+    this.info.textContent = `break-even: A ${data.deployments[0]} wins ${wins} of ${data.cells.length} cells against B ${data.deployments[1]} (goodput per GPU, simulated) · from ${source}`;
   }
 
   // a serving sweep: output throughput per GPU against median TPOT, the Pareto front joined
@@ -215,6 +252,18 @@ export class SweepView {
     this.info.textContent = `loading ${setLabel(p.set)} of ${name}…`;
     this.cmd.load(name, { ...this.base, ...p.set });
   }
+}
+
+// The break-even's axes from a parsed grid: its workload.input_len and workload.request_rate values, each axis the
+// scenario's own value where the grid has none; throws naming what is missing.
+export function breakEvenAxes(grid, scenario) {
+  const w = (scenario && scenario.workload) || {};
+  const lens = grid["workload.input_len"] || (w.input_len ? [w.input_len] : null);
+  const rates = grid["workload.request_rate"] || (Number.isFinite(w.request_rate) ? [w.request_rate] : null);
+  if (!grid["workload.input_len"] && !grid["workload.request_rate"]) throw new Error("break-even: give workload.input_len and/or workload.request_rate values in the grid");
+  if (!lens || !rates) throw new Error("break-even: give workload.request_rate values in the grid (this workload sends every request at once)");
+  for (const v of [...lens, ...rates]) if (typeof v !== "number" || !(v > 0)) throw new Error(`break-even: '${v}' is not a number > 0`);
+  return { input_lens: lens, request_rates: rates };
 }
 
 export function gridText(grid) {
