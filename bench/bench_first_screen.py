@@ -30,11 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_browser import ARGS, CHROMIUM  # noqa: E402
 from bench_streaming import free_port, start_server  # noqa: E402
 
-# true (ms since navigation start) once the timeline shows the run's kernels: checked on every animation frame
+# true (ms since navigation start) once the timeline shows the run's kernels, on the first screen's canvas
+# (views/sketch.js: el.dataset.sketch names the preset once it drew bars) or in the Plotly figure: checked on every
+# animation frame
 DRAWN = """(name) => {
   const ls = window.__layerscope, el = document.getElementById('timeline-plot');
-  if (!ls || !ls.store.scenario || ls.store.scenario.name !== name || !el || !el.data) return false;
-  return el.data.some((t) => t.x && t.x.length > 0) ? performance.now() : false;
+  if (!ls || !ls.store.scenario || ls.store.scenario.name !== name || !el) return false;
+  if (el.dataset.sketch === name) return performance.now();
+  return el.data && el.data.some((t) => t.x && t.x.length > 0) ? performance.now() : false;
 }"""
 
 

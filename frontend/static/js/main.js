@@ -14,6 +14,7 @@ import { renderClaims } from "./views/claims.js";
 import { TimeCursor } from "./views/cursor.js";
 import { DetailPane } from "./views/detail.js";
 import { deltaLine, storyLine } from "./views/story.js";
+import { TimelineSketch } from "./views/sketch.js";
 import { fillLegend } from "./views/timeline.js";
 import { Connection } from "./ws.js";
 
@@ -76,6 +77,7 @@ for (const [p, el] of sections) {
 }
 const { timeline, stages, requests, latdist, banks, deployment, sweep, tour } = views;
 const cursors = timePlots.map((v) => new TimeCursor(v.el));
+const sketch = new TimelineSketch(timeline.el);
 const exporter = new Exporter(store, stats);
 
 // Hover links entities across panels (one entity, one mark everywhere): a stage in the stages panel or a node of
@@ -332,7 +334,9 @@ function onMessage(msg) {
   stats.messages += 1;
   switch (msg.type) {
     case "loaded":
+      stats.firstScreen = { loadedAt: performance.now() }; // the first screen's path, ms since navigation (bench)
       store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
+      stats.firstScreen.resetAt = performance.now();
       serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
       if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
       applyUnits(runUnits());
@@ -351,6 +355,7 @@ function onMessage(msg) {
       $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
       document.title = `LayerScope — ${msg.scenario.name}`;
       if (moment) applyMoment();
+      stats.firstScreen.handledAt = performance.now();
       break;
     case "frame":
       stats.frames += 1;
@@ -370,6 +375,7 @@ function onMessage(msg) {
       break;
     case "error":
       stats.errors.push(msg);
+      loadPlotly(); // no run to sketch: the figures load anyway
       toast(controls.errorText(msg), "error"); // before onError: a fall back to the default preset says more
       controls.onError(msg);
       deployment.onError(msg);
@@ -386,14 +392,42 @@ function summaryLine(s) {
 
 let turn = 0;
 // The first frame of a run draws its timeline and nothing else, so the first screen shows the run's data as soon as
-// it can; the other panels follow, one a frame (bench/README.md, "First screen").
-let firstDrawn = null; // the run whose timeline was drawn first
+// it can: on a canvas (views/sketch.js), without waiting for Plotly; the next frame draws the interactive figure
+// over it (once Plotly has run: the page loads it after the first sketch), then the other panels follow, one a
+// frame (bench/README.md, "First screen").
+let firstDrawn = null; // the run whose interactive timeline was drawn first
+let sketched = null; // the run whose sketch is on screen
 function firstScreen() {
   if (!store.main || firstDrawn === store.main) return false;
+  if (sketched !== store.main) {
+    sketched = store.main;
+    const t0 = performance.now();
+    const drew = sketch.draw(timeline);
+    Object.assign(stats.firstScreen || {}, { sketchAt: t0, sketchMs: performance.now() - t0 });
+    if (drew) return true;
+  }
+  loadPlotly(); // from the frame after the sketch: it was painted first
+  if (!window.Plotly) return false; // the sketch stays; the views that need no Plotly draw meanwhile
   firstDrawn = store.main;
   turn = 1; // the other plots after the timeline, in their list's order
-  return timeline.render(store, store.axis, true);
+  const t0 = performance.now();
+  const drew = timeline.render(store, store.axis, true);
+  sketch.remove();
+  Object.assign(stats.firstScreen || {}, { timelineAt: t0, timelineMs: performance.now() - t0 });
+  return drew;
 }
+
+// Plotly.js (1.5 MB, 0.3-0.9 s of evaluation) runs once the first screen is up: index.html only preloads it. A page
+// whose run does not come (an error, a slow simulation) loads it after PLOTLY_AT_LATEST_MS all the same.
+const PLOTLY_AT_LATEST_MS = 1500;
+function loadPlotly() {
+  if (window.Plotly || $("plotly-js")) return;
+  const el = document.createElement("script");
+  el.id = "plotly-js";
+  el.src = document.querySelector("link[rel=preload][as=script]").href;
+  document.head.append(el);
+}
+setTimeout(loadPlotly, PLOTLY_AT_LATEST_MS);
 
 function loop(now) {
   stats.raf += 1;
@@ -412,7 +446,7 @@ function loop(now) {
   showServing();
   // at most one Plotly redraw per animation frame (they only redraw on axis / units / theme changes); none before a
   // run is loaded (an empty figure drawn then is drawn again with the run)
-  for (let i = 0; store.main && i < plots.length; i++) {
+  for (let i = 0; store.main && window.Plotly && i < plots.length; i++) {
     const v = plots[(turn + i) % plots.length];
     if (v.el.closest(".collapsed")) continue;
     const growing = servingPlots.has(v);
@@ -435,7 +469,7 @@ function loop(now) {
   }
   // what moves with the cursor in the serving views (the histograms' finished set, the step's lanes) is drawn on
   // canvases over their plots, only when it changed: no Plotly call per cursor move (bench/README.md)
-  if (servingShown) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
+  if (servingShown && window.Plotly) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
   for (const c of cursors) c.place(store.t, store.axis);
   keepMoment(now);
   requestAnimationFrame(loop);
@@ -444,6 +478,4 @@ function loop(now) {
 window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { ...views, detail } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
-// Plotly loads async (index.html), mostly before this module runs; the first frame waits for it
-if (window.Plotly) requestAnimationFrame(loop);
-else $("plotly-js").addEventListener("load", () => requestAnimationFrame(loop), { once: true });
+requestAnimationFrame(loop); // Plotly comes later (loadPlotly): until it has run, the loop draws no Plotly figure
