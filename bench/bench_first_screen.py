@@ -35,8 +35,8 @@ from bench_streaming import free_port, start_server  # noqa: E402
 # animation frame
 DRAWN = """(name) => {
   const ls = window.__layerscope, el = document.getElementById('timeline-plot');
+  if (el && el.dataset.sketch === name) return performance.now();
   if (!ls || !ls.store.scenario || ls.store.scenario.name !== name || !el) return false;
-  if (el.dataset.sketch === name) return performance.now();
   return el.data && el.data.some((t) => t.x && t.x.length > 0) ? performance.now() : false;
 }"""
 

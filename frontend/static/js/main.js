@@ -330,32 +330,30 @@ function showServing() {
   for (const v of servingPlots.keys()) v.drawn = ""; // drawn once visible, at their real size
 }
 
+// A `loaded` run is decoded at once and its timeline sketched in the next frame; its views are set up in the frame
+// after that (finishLoad), so the first screen does not wait for them. Messages that arrive meanwhile (the `state`
+// after a `loaded`) wait their turn.
+let pendingLoad = null;
+const heldMessages = [];
+
 function onMessage(msg) {
   stats.messages += 1;
+  handle(msg);
+}
+
+function handle(msg) {
+  if (pendingLoad) {
+    heldMessages.push(msg);
+    return;
+  }
   switch (msg.type) {
     case "loaded":
       stats.firstScreen = { loadedAt: performance.now() }; // the first screen's path, ms since navigation (bench)
-      store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
+      store.reset(msg, false); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
+      store.setUnits(runUnits()); // the units the figures open in, for the sketch's axis
+      $("timeline").classList.toggle("two", store.runs.length > 1); // the sketch's height
       stats.firstScreen.resetAt = performance.now();
-      serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
-      if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
-      applyUnits(runUnits());
-      detail.clear();
-      servingShown = null;
-      showServing();
-      deployment.onLoaded();
-      sweep.sync(servingShown);
-      collapsePanels();
-      controls.onLoaded(msg);
-      tour.load(msg.scenario, msg.tour_results || []);
-      renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
-      $("story-line").innerHTML = storyLine(store);
-      $("delta-line").innerHTML = deltaLine(store);
-      $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
-      $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
-      document.title = `LayerScope — ${msg.scenario.name}`;
-      if (moment) applyMoment();
-      stats.firstScreen.handledAt = performance.now();
+      pendingLoad = msg;
       break;
     case "frame":
       stats.frames += 1;
@@ -385,6 +383,32 @@ function onMessage(msg) {
   }
 }
 
+function finishLoad() {
+  const msg = pendingLoad;
+  pendingLoad = null;
+  store.show(msg);
+  serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
+  if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
+  applyUnits(runUnits());
+  detail.clear();
+  servingShown = null;
+  showServing();
+  deployment.onLoaded();
+  sweep.sync(servingShown);
+  collapsePanels();
+  controls.onLoaded(msg);
+  tour.load(msg.scenario, msg.tour_results || []);
+  renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
+  $("story-line").innerHTML = storyLine(store);
+  $("delta-line").innerHTML = deltaLine(store);
+  $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
+  $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
+  document.title = `LayerScope — ${msg.scenario.name}`;
+  if (moment) applyMoment();
+  stats.firstScreen.handledAt = performance.now();
+  for (const m of heldMessages.splice(0)) handle(m); // a `loaded` among them holds the ones after it again
+}
+
 function summaryLine(s) {
   const keys = ["prefill_layer_us", "decode_step_p50_us", "decode_model_step_ms", "over_sla_steps"].filter((k) => s && k in s);
   return keys.map((k) => `${k} ${typeof s[k] === "number" ? +s[k].toPrecision(4) : s[k]}`).join(" · ");
@@ -402,10 +426,11 @@ function firstScreen() {
   if (sketched !== store.main) {
     sketched = store.main;
     const t0 = performance.now();
-    const drew = sketch.draw(timeline);
+    const drew = sketch.draw(timeline, pendingLoad ? pendingLoad.scenario.name : store.scenario.name);
     Object.assign(stats.firstScreen || {}, { sketchAt: t0, sketchMs: performance.now() - t0 });
     if (drew) return true;
   }
+  if (pendingLoad) return false; // the views are set up first (finishLoad)
   loadPlotly(); // from the frame after the sketch: it was painted first
   if (!window.Plotly) return false; // the sketch stays; the views that need no Plotly draw meanwhile
   firstDrawn = store.main;
@@ -433,6 +458,11 @@ function loop(now) {
   stats.raf += 1;
   if (firstScreen()) {
     for (const c of cursors) c.place(store.t, store.axis);
+    requestAnimationFrame(loop);
+    return;
+  }
+  if (pendingLoad) {
+    finishLoad(); // a frame of its own: nothing else is drawn from a run whose views are not set up
     requestAnimationFrame(loop);
     return;
   }

@@ -69,9 +69,12 @@ export class Store {
     this.reset(null);
   }
 
-  reset(loaded) {
+  // shown: false while the run's views are not set up yet (main.js sketches its timeline first): `scenario` stays
+  // the one on screen before (null at first) until show(loaded), so nothing (a view, a test) takes the new run as
+  // shown before that.
+  reset(loaded, shown = true) {
     this.loaded = loaded;
-    this.scenario = loaded ? loaded.scenario : null;
+    if (shown) this.scenario = loaded ? loaded.scenario : null;
     this.topology = loaded ? loaded.topology : null;
     this.duration = loaded ? loaded.duration_us : 0;
     const ov = loaded && loaded.overview;
@@ -92,6 +95,10 @@ export class Store {
     this.bump("axis");
     this.bump("run");
     this.clear();
+  }
+
+  show(loaded) {
+    this.scenario = loaded.scenario;
   }
 
   // The shared zoom: [t0, t1] in simulated µs (clamped to the run), or null for the run's whole extent.

@@ -18,8 +18,8 @@ export class TimelineSketch {
     this.bars = 0; // bars drawn; with any, el.dataset.sketch names the preset (tests, bench_first_screen.py)
   }
 
-  // Draw `timeline`'s lanes of the store's runs; true when drawn.
-  draw(timeline) {
+  // Draw `timeline`'s lanes of the store's runs, those of preset `name`; true when drawn.
+  draw(timeline, name) {
     const s = timeline.store;
     const w = this.el.clientWidth;
     const h = this.el.clientHeight;
@@ -105,7 +105,7 @@ export class TimelineSketch {
     });
     ctx.fillText(s.axis.title().replace(/<[^>]*>/g, ""), area.l + area.w / 2, area.t + area.h + 22);
     this.drawnFor = s.main;
-    if (this.bars) this.el.dataset.sketch = s.scenario ? s.scenario.name : "";
+    if (this.bars) this.el.dataset.sketch = name;
     return true;
   }
 
