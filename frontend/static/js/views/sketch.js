@@ -10,6 +10,20 @@ import { streamKey } from "./timeline.js";
 // the interactive figure's margins (timeline.js's layout), so the figure replacing the sketch does not jump
 const MARGIN = { l: 100, r: 12, t: 22, b: 40 };
 
+// k -> streamKey(run, k), built once per engine and stream: a multi-engine run's key is a string built per launch
+// (two-nodes-wide-ep: 92k launches)
+function laneKeys(run) {
+  const byEngine = new Map();
+  return (k) => {
+    const i = k.instance || 0;
+    let streams = byEngine.get(i);
+    if (!streams) byEngine.set(i, (streams = new Map()));
+    let key = streams.get(k.stream);
+    if (key === undefined) streams.set(k.stream, (key = streamKey(run, k)));
+    return key;
+  };
+}
+
 export class TimelineSketch {
   constructor(plotEl) {
     this.el = plotEl;
@@ -62,10 +76,11 @@ export class TimelineSketch {
       // per lane, the bar being built: launches starting in one pixel share it (the longest one's colour), as the
       // figure draws them
       const open = new Map();
+      const laneOf = laneKeys(run);
       for (const k of run.kernel) {
         const a = X(rx.toX(k.start_us));
         if (a > area.l + area.w) continue;
-        const key = streamKey(run, k);
+        const key = laneOf(k);
         const px = Math.floor(a);
         const cur = open.get(key);
         if (cur && cur.px === px) {
