@@ -99,6 +99,33 @@ def test_the_first_screen_sketches_the_timeline_before_plotly_and_the_figure_rep
     assert page.problems == []
 
 
+# What the page sends over its websocket (commands, parsed)
+SENT = """
+window.__sent = [];
+const Sock = window.WebSocket;
+window.WebSocket = class extends Sock { send(d) { window.__sent.push(JSON.parse(d)); super.send(d); } };
+"""
+
+
+def test_the_first_run_of_a_preset_as_shipped_comes_preloaded_over_http(page, server_url: str) -> None:
+    """Its `loaded` is fetched beside the scripts (index.html's preload); the websocket asks for the playback alone;
+    the run then plays as usual. A link with settings asks the websocket for the whole answer."""
+    page.page.add_init_script(SENT)
+    with page.page.expect_response(lambda r: "/api/loaded/decode-pulses" in r.url) as answer:
+        open_scenario(page, server_url, "decode-pulses")
+    assert answer.value.status == 200
+    loads = page.js("window.__sent.filter((c) => c.type === 'load')")
+    assert loads == [{"type": "load", "scenario": "decode-pulses", "set": {}, "loaded": False}], loads
+    page.wait("document.getElementById('timeline-plot').data")
+    page.page.get_by_test_id("play").click()
+    page.wait(f"{STORE}.kernels.length > 10")  # frames of the preloaded run
+    page.page.goto(f"{server_url}/?scenario=decode-pulses&decode_steps=12")
+    page.wait(f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.decode_steps === 12")
+    loads = page.js("window.__sent.filter((c) => c.type === 'load')")
+    assert len(loads) == 1 and "loaded" not in loads[0] and loads[0]["set"] == {"decode_steps": 12}, loads
+    assert page.problems == []
+
+
 def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str) -> None:
     open_scenario(page, server_url, "decode-pulses")
     page.page.get_by_test_id("scenario-select").select_option("prefill-8k-chunked")

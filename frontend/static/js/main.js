@@ -110,6 +110,7 @@ const conn = new Connection(onMessage, (status) => {
 conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : false });
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
+controls.onPreloaded = (msg) => onMessage(msg); // the first run's `loaded`, over HTTP (controls.fromPreload)
 controls.extraQuery = () => extraQuery();
 controls.saveMoment = () => keepMoment(performance.now(), true);
 controls.onKernelKey = (dir) => walkKernel(dir);
