@@ -81,6 +81,8 @@ export class TimelineSketch {
         const a = X(rx.toX(k.start_us));
         if (a > area.l + area.w) continue;
         const key = laneOf(k);
+        const y = ys.get(key);
+        if (y === undefined) continue; // an engine the timeline folds away: no lane of its own
         const px = Math.floor(a);
         const cur = open.get(key);
         if (cur && cur.px === px) {
@@ -92,7 +94,7 @@ export class TimelineSketch {
           cur.b = X(rx.toX(cur.end));
           if (cur.b >= area.l) fill(cur);
         }
-        open.set(key, { px, a, y: ys.get(key), kind: k.stage_kind, dur: k.dur_us, end: k.start_us + k.dur_us });
+        open.set(key, { px, a, y, kind: k.stage_kind, dur: k.dur_us, end: k.start_us + k.dur_us });
       }
       for (const seg of open.values()) {
         seg.b = X(rx.toX(seg.end));
