@@ -87,6 +87,7 @@ def test_the_first_screen_sketches_the_timeline_before_plotly_and_the_figure_rep
     assert page.page.evaluate(SKETCH_PIXELS) > 4  # background, panel, text and at least two stage kinds' colours
     lanes = page.js("window.__layerscope.views.timeline.lanes().map((l) => l.name)")
     assert any(n.startswith("A ") for n in lanes) and any(n.startswith("B ") for n in lanes), lanes
+    assert page.js("window.__layerscope.sketch.labels") == lanes  # every lane named, in the figure's order
     assert page.js("window.__layerscope.views.timeline.el.querySelector('canvas.timeline-sketch') !== null")
     page.wait("document.getElementById('story-line').textContent.includes('article')")  # the rest set up meanwhile
     page.wait("window.__layerscope.stats.raf > 10")

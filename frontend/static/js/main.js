@@ -506,7 +506,7 @@ function loop(now) {
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { ...views, detail } };
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, sketch, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { ...views, detail } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
 requestAnimationFrame(loop); // Plotly comes later (loadPlotly): until it has run, the loop draws no Plotly figure

@@ -30,6 +30,7 @@ export class TimelineSketch {
     this.canvas = null;
     this.drawnFor = null; // the run drawn
     this.bars = 0; // bars drawn; with any, el.dataset.sketch names the preset (tests, bench_first_screen.py)
+    this.labels = [];
   }
 
   // Draw `timeline`'s lanes of the store's runs, those of preset `name`; true when drawn.
@@ -109,9 +110,11 @@ export class TimelineSketch {
     ctx.font = font;
     ctx.textBaseline = "middle";
     ctx.textAlign = "right";
+    this.labels = []; // the lane names drawn, top to bottom (tests)
     for (const l of lanes) {
       ctx.fillStyle = s.runs.length > 1 ? runColor(l.run.role) : THEME.text;
-      ctx.fillText(l.name, area.l - 6, laneY.get(`${l.run.role}|${l.stream}`), area.l - 10);
+      ctx.fillText(l.name, area.l - 6, laneY.get(l.run).get(l.stream), area.l - 10);
+      this.labels.push(l.name);
     }
     ctx.fillStyle = THEME.text;
     ctx.textAlign = "center";
