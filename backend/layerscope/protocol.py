@@ -38,6 +38,11 @@ class RunRequest(_Command):
 
 class LoadCommand(RunRequest):
     type: Literal["load"]
+    loaded: bool = Field(
+        True,
+        description="false: the client has this run's `loaded` message already (a preset as shipped, from GET "
+        "/api/loaded/NAME, which the page preloads beside its scripts): the answer is `state` alone",
+    )
 
 
 class ExportRequest(RunRequest):

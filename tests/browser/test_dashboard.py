@@ -65,6 +65,68 @@ def test_the_first_screen_draws_the_runs_timeline_before_any_other_figure(page, 
     assert page.problems == []
 
 
+# The sketch's canvas, read while it is on screen: its lanes' bars are the stage kinds' colours, not background.
+SKETCH_PIXELS = """() => {
+  const c = document.querySelector('#timeline-plot canvas.timeline-sketch');
+  if (!c) return null;
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  const colours = new Set();
+  for (let i = 0; i < d.length; i += 4 * 7) colours.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+  return colours.size;
+}"""
+
+
+def test_the_first_screen_sketches_the_timeline_before_plotly_and_the_figure_replaces_it(page, server_url: str) -> None:
+    """Plotly held back: the run's timeline is on screen anyway (a canvas with every lane of both runs and bars in the
+    stage kinds' colours); once Plotly arrives the interactive figure takes its place."""
+    release = []
+    page.page.route("**/vendor/plotly.min.js", lambda route: release.append(route))
+    open_scenario(page, server_url, "article-vs-real")
+    page.wait("document.getElementById('timeline-plot').dataset.sketch === 'article-vs-real'")
+    assert page.js("window.Plotly === undefined && !document.getElementById('timeline-plot').data")
+    assert page.page.evaluate(SKETCH_PIXELS) > 4  # background, panel, text and at least two stage kinds' colours
+    lanes = page.js("window.__layerscope.views.timeline.lanes().map((l) => l.name)")
+    assert any(n.startswith("A ") for n in lanes) and any(n.startswith("B ") for n in lanes), lanes
+    assert page.js("window.__layerscope.sketch.labels") == lanes  # every lane named, in the figure's order
+    assert page.js("window.__layerscope.views.timeline.el.querySelector('canvas.timeline-sketch') !== null")
+    page.wait("document.getElementById('story-line').textContent.includes('article')")  # the rest set up meanwhile
+    page.wait("window.__layerscope.stats.raf > 10")
+    for route in release:
+        route.continue_()
+    page.wait("document.getElementById('timeline-plot').data && !document.querySelector('canvas.timeline-sketch')")
+    assert "sketch" not in page.js("Object.keys(document.getElementById('timeline-plot').dataset)")
+    bars = page.js("document.getElementById('timeline-plot').data.filter(t => t.mode === 'lines' && !t.meta).length")
+    assert bars >= 2
+    assert page.problems == []
+
+
+# What the page sends over its websocket (commands, parsed)
+SENT = """
+window.__sent = [];
+const Sock = window.WebSocket;
+window.WebSocket = class extends Sock { send(d) { window.__sent.push(JSON.parse(d)); super.send(d); } };
+"""
+
+
+def test_the_first_run_of_a_preset_as_shipped_comes_preloaded_over_http(page, server_url: str) -> None:
+    """Its `loaded` is fetched beside the scripts (index.html's preload); the websocket asks for the playback alone;
+    the run then plays as usual. A link with settings asks the websocket for the whole answer."""
+    page.page.add_init_script(SENT)
+    with page.page.expect_response(lambda r: "/api/loaded/decode-pulses" in r.url) as answer:
+        open_scenario(page, server_url, "decode-pulses")
+    assert answer.value.status == 200
+    loads = page.js("window.__sent.filter((c) => c.type === 'load')")
+    assert loads == [{"type": "load", "scenario": "decode-pulses", "set": {}, "loaded": False}], loads
+    page.wait("document.getElementById('timeline-plot').data")
+    page.page.get_by_test_id("play").click()
+    page.wait(f"{STORE}.kernels.length > 10")  # frames of the preloaded run
+    page.page.goto(f"{server_url}/?scenario=decode-pulses&decode_steps=12")
+    page.wait(f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.decode_steps === 12")
+    loads = page.js("window.__sent.filter((c) => c.type === 'load')")
+    assert len(loads) == 1 and "loaded" not in loads[0] and loads[0]["set"] == {"decode_steps": 12}, loads
+    assert page.problems == []
+
+
 def test_play_draws_kernels_one_attention_launch_per_chunk(page, server_url: str) -> None:
     open_scenario(page, server_url, "decode-pulses")
     page.page.get_by_test_id("scenario-select").select_option("prefill-8k-chunked")

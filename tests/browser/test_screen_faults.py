@@ -98,6 +98,43 @@ def test_in_a_comparison_run_bs_labels_stay_above_as_bars_and_its_few_lanes_read
     assert page.problems == []
 
 
+# Every mark's label in the latency histograms, per pane: A's (drawn on the overlay canvas) and B's and the SLA's
+# (Plotly annotations), as boxes in css px of the figure.
+LABEL_BOXES = """() => {
+  const el = document.getElementById('latdist-plot'), v = window.__layerscope.views.latdist;
+  const box = el.getBoundingClientRect();
+  const out = {};
+  for (const [key, labels] of Object.entries(v.labels)) out[key] = labels.map((l) => ({ ...l }));
+  const fl = el._fullLayout, keys = ['ttft', 'tpot', 'itl'];
+  el.querySelectorAll('.annotation').forEach((n, i) => {
+    const a = fl.annotations[Number(n.dataset.index ?? i)];
+    const b = (n.querySelector('rect.bg') || n).getBoundingClientRect();
+    const pane = keys[Math.max(0, Number((a.xref.match(/\\d+/) || ['1'])[0]) - 1)];
+    out[pane].push({ text: a.text, x: b.left - box.left, y: b.top - box.top, w: b.width, h: b.height });
+  });
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (1280, 720), (390, 844)])
+def test_the_histograms_ab_labels_never_cover_each_other(page, server_url: str, size: tuple[int, int]) -> None:
+    """Issue 17: A's and B's p50 / p99 labels (and the SLA's) crowded each other; each has its own row in its pane."""
+    page.page.set_viewport_size({"width": size[0], "height": size[1]})
+    open_serving(page, server_url, "serving-64-h200-tp8")
+    page.wait(f"{L}.views.latdist.labels && Object.keys({L}.views.latdist.labels).length === 3")
+    boxes = page.page.evaluate(LABEL_BOXES)
+    for pane, labels in boxes.items():
+        names = sorted(" ".join(b["text"].split(" ")[:2]) for b in labels)
+        assert [n for n in names if not n.startswith("SLA")] == ["A p50", "A p99", "B p50", "B p99"], (pane, names)
+        assert any(n.startswith("SLA") for n in names) == (pane != "ttft"), (pane, names)  # on TPOT and ITL
+        for i, a in enumerate(labels):
+            for b in labels[i + 1:]:
+                apart = a["x"] + a["w"] <= b["x"] or b["x"] + b["w"] <= a["x"] or a["y"] + a["h"] <= b["y"] + 0.5 \
+                    or b["y"] + b["h"] <= a["y"] + 0.5
+                assert apart, (size, pane, a, b)
+    assert page.problems == []
+
+
 def test_back_returns_to_a_link_with_its_moment_even_when_it_was_left_while_playing(page, server_url: str) -> None:
     open_scenario(page, server_url, "article-vs-real", "&t=3000&x0=1000&x1=5000")
     page.wait(f"{STORE}.t === 3000 && new URLSearchParams(location.search).get('t') === '3000'")

@@ -92,6 +92,36 @@ def test_cached_runs_stay_out_of_the_collectors_passes_until_dropped() -> None:
         gc.unfreeze()  # leave the test process as it was
 
 
+def test_a_viewer_leaving_a_cached_preset_starts_no_full_collection(monkeypatch: Any) -> None:
+    """A full collector pass over every cached run held the event loop for 1-3 s with the library cached, so each
+    page opened after a viewer left a preset waited behind it: only a run that leaves the cache is collected for."""
+    from layerscope.server import runs as runs_mod
+
+    passes: list[bool] = []
+    monkeypatch.setattr(runs_mod, "settle_heap", lambda collect: passes.append(collect))
+    monkeypatch.setattr(runs_mod, "TRIM_DELAY_S", 0.01)
+    monkeypatch.setattr(runs_mod, "release_freed_memory", lambda: None)
+
+    async def leave(cache: RunCache, spec: ScenarioSpec, preset: bool) -> None:
+        run = await cache.get(spec, preset=preset)
+        cache.hold(run)
+        passes.clear()
+        cache.release(run)
+        await asyncio.sleep(0.05)  # past the trim's delay
+
+    async def go() -> list[list[bool]]:
+        cache = RunCache(simulator(fake_simulate), max_runs=4)
+        await leave(cache, SPEC, preset=True)
+        kept = list(passes)
+        await leave(cache, SPEC.with_overrides({"decode_steps": 3}), preset=False)
+        assert len(cache) == 1  # the custom run left, the preset stayed
+        return [kept, list(passes)]
+
+    kept, dropped = asyncio.run(go())
+    assert True not in kept  # the preset stays cached: nothing collected
+    assert dropped == [True]  # the custom run left the cache: one collection for it
+
+
 def test_loaded_is_encoded_in_short_pieces_to_the_same_text(monkeypatch: Any) -> None:
     """One json.dumps of a heavy run's `loaded` held the interpreter's lock for up to a second: it is made of
     pieces of at most LIST_PIECE list items (the event loop runs between them), and the text is the same."""

@@ -5,14 +5,17 @@ from __future__ import annotations
 import gzip
 from functools import cache
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any, get_args
 
 from fastapi import APIRouter, HTTPException, Request
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
 
 from layerscope import scenario as scn
 from layerscope.model.config import NUMERIC_PRESETS, PRESETS
 from layerscope.paths import frontend_dir
+from layerscope.protocol import RunRequest
+from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run
 
 router = APIRouter()
 THEMES = ("dark", "light")  # the dashboard's themes (frontend/static/js/palette.js), chosen with ?theme=
@@ -50,6 +53,18 @@ def form_options() -> dict[str, Any]:
     }
 
 
+# Query keys of a link that still shows a preset as shipped (the view's theme, units and moment): its first run can
+# be preloaded over HTTP. Any other key (a setting) makes another run, asked for over the websocket.
+AS_SHIPPED_KEYS = frozenset({"scenario", "theme", "units", "t", "x0", "x1", "step", "kernel"})
+
+
+def preloaded_preset(query: dict[str, str], names: list[str], default: str) -> str | None:
+    """The preset whose `loaded` message the page preloads (GET /api/loaded/NAME, fetched beside the scripts
+    instead of after them and a websocket round: bench/README.md, "First screen, fourth round"), or None."""
+    name = query.get("scenario", default)
+    return name if name in names and set(query) <= AS_SHIPPED_KEYS else None
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def index(request: Request) -> HTMLResponse:
     settings = request.app.state.settings
@@ -60,8 +75,26 @@ def index(request: Request) -> HTMLResponse:
         request,
         "index.html",
         {"default_scenario": default, "options": form_options(), "theme": theme if theme in THEMES else "dark",
-          "modules": module_urls(), "presets": names},
+          "modules": module_urls(), "presets": names,
+          "preload": preloaded_preset(dict(request.query_params), names, default)},
     )
+
+
+@router.get("/api/loaded/{name}", tags=["scenarios"])
+async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern=scn.NAME_RE.pattern)]) -> Response:
+    """The `loaded` message (docs/protocol.md) of a preset as shipped, the same text a websocket `load` of it is
+    answered with: the page fetches it while its scripts arrive, then sends `load` with `loaded: false`."""
+    if name not in scn.preset_names():
+        raise HTTPException(404, f"unknown scenario {name!r}; presets: {', '.join(scn.preset_names())}")
+    try:
+        run = await load_run(request.app.state.runs, request.app.state.settings, RunRequest(scenario=name))
+    except ServerBusy as e:
+        raise HTTPException(503, str(e), headers={"Retry-After": str(e.retry_after_s)}) from None
+    except SimulationFailed as e:
+        raise HTTPException(500, str(e)) from None
+    except CommandError as e:
+        raise HTTPException(422, str(e)) from None
+    return Response(run.loaded.text, media_type="application/json", headers={"Cache-Control": "no-store"})
 
 
 @router.get("/vendor/plotly.min.js", include_in_schema=False)

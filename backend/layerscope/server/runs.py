@@ -413,6 +413,7 @@ class RunCache:
         self._running = 0
         self._closing = False
         self._trim: asyncio.TimerHandle | None = None
+        self._trim_collect = False  # the pending trim collects (a run left the cache)
         self._preset_running = threading.Event()  # custom runs yield to it (RunBudget.yield_to)
         self._presets_simulating = 0
         self.simulations = 0  # how many times the engine actually ran (for tests and /api/debug)
@@ -559,21 +560,28 @@ class RunCache:
             self._held[key] = (held, count - 1)
             return
         self._held.pop(key, None)
-        if key in self._runs and key not in self._presets:
+        dropped = key in self._runs and key not in self._presets
+        if dropped:
             self._runs.pop(key)
-        self._schedule_trim()
+        self._schedule_trim(collect=dropped)
 
-    def _schedule_trim(self) -> None:
-        """Once the leaving viewer's session is gone too (it still holds the run now): collect what the run left
-        (unfreezing first: settle_heap froze it, and a frozen cycle is never collected) and hand the freed heap back
-        to the OS. Coalesced: one pass however many viewers leave at once."""
+    def _schedule_trim(self, collect: bool) -> None:
+        """Once the leaving viewer's session is gone too (it still holds the run now): collect what a dropped run
+        left (`collect`; unfreezing first: settle_heap froze it, and a frozen cycle is never collected) and hand the
+        freed heap back to the OS. Coalesced: one pass however many viewers leave at once. A viewer leaving a run the
+        cache keeps (a preset) drops nothing worth a full collection: one over every cached run's objects held the
+        event loop for 1-3 s (20 presets cached), every page opened meanwhile waiting (bench/README.md, "First
+        screen, fourth round"); reference counting frees the session's own objects."""
+        self._trim_collect = self._trim_collect or collect
         loop = self._loop
         if self._trim is not None or loop is None:
             return
 
         def trim() -> None:
             self._trim = None
-            settle_heap(collect=True)
+            if self._trim_collect:
+                settle_heap(collect=True)
+            self._trim_collect = False
             with contextlib.suppress(RuntimeError):  # the loop's executor is gone: shutting down
                 loop.run_in_executor(None, release_freed_memory)  # 40-90 ms under load: off the event loop
 

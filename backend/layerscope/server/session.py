@@ -319,7 +319,8 @@ class Session:
         self._seek_to = None
         self.playback = Playback(run, self.settings.play_seconds, self.settings.max_frame_events)
         self.queue.clear_frames()
-        self.queue.push_control(loaded_message(run))
+        if cmd.loaded:
+            self.queue.push_control(loaded_message(run))
         self._send_state()
         await self._run_deferred()
 

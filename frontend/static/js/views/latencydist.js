@@ -21,6 +21,14 @@ const BINS = 30;
 // below this plot width the panes stack (a phone); side by side each keeps >= ~120 px (a 1280-wide window's panel)
 const NARROW_PX = 400;
 const GHOST = 0.22; // opacity of the whole run's bars behind the finished-so-far ones
+// Each mark's label has a row of its own from the top of its pane, so the labels of both runs never cover each
+// other, however close their values (issue 17: A's and B's p50 / p99 crowded at 1280 and 390 px): A p50, A p99,
+// B p50, B p99, then the SLA. ROW_PX: a 10 px label and its box; rows shrink when a pane is too short for all.
+const ROWS = { p50: 0, p99: 1, bp50: 2, bp99: 3, sla: 4 };
+const ROW_PX = 14;
+export function rowPx(paneH, rows) {
+  return Math.max(8, Math.min(ROW_PX, paneH / rows));
+}
 const fmt = (v) => (Number.isFinite(v) ? (v >= 100 ? v.toFixed(0) : v.toPrecision(3)) : "–");
 
 // Fixed bins over a pane's whole-run values: BINS wide over [0, top] (latencies are positive and the axis starts
@@ -96,6 +104,11 @@ export class LatencyDistView {
     const sla = s.scenario && s.scenario.sla_ms;
     const fo = this.serving.finishOrder();
     const foB = this.servingB && this.servingB.order.length ? this.servingB.finishOrder() : null;
+    // the labels' rows in each pane: its height in px, from the plot's (margins t 20, b 30 below)
+    const paneH = (Math.max(this.el.clientHeight, 100) - 50) * (ydom(0)[1] - ydom(0)[0]);
+    const rows = foB ? 5 : 3;
+    this.rowPx = rowPx(paneH, rows);
+    const rowY = (name) => 1 - (ROWS[name === "sla" && !foB ? "bp50" : name] * this.rowPx) / paneH; // y domain, top
     const shapes = [];
     const annotations = [];
     const layout = plotLayout({ margin: { l: 40, r: 8, t: 20, b: 30 }, bargap: 0.05, hovermode: "closest" });
@@ -135,7 +148,7 @@ export class LatencyDistView {
       layout[`yaxis${ax}`] = { domain: ydom(i), anchor: `x${ax}`, gridcolor: THEME.grid, range: [0, top * 1.12], fixedrange: true };
       if (p.sla && sla) {
         shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: sla, x1: sla, y0: 0, y1: 1, line: { color: SERIES.sla, width: 1.5, dash: "dash" } });
-        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: sla, y: 0.42, text: `SLA ${sla}`, showarrow: false, xanchor: "left", font: { size: 10, color: SERIES.sla }, bgcolor: THEME.panel });
+        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: sla, y: rowY("sla"), yanchor: "top", text: `SLA ${sla}`, showarrow: false, xanchor: "left", font: { size: 10, color: SERIES.sla }, bgcolor: THEME.panel, borderpad: 0 });
       }
       traces.push({
         type: "bar", name: foB ? `A ${p.title}` : p.title, meta: p.key, x, y: whole, width: b.size * 0.95, xaxis: `x${ax}`, yaxis: `y${ax}`, opacity: GHOST,
@@ -154,12 +167,12 @@ export class LatencyDistView {
         customdata: x.map((c) => `${fmt(c - b.size / 2)}–${fmt(c + b.size / 2)}`),
         hovertemplate: `run B · ${p.title} %{customdata} ms: %{y} ${p.unit}<extra>whole model, simulated</extra>`,
       });
-      for (const [q, v, y, dash] of [["p50", stB.p50, 0.7, "solid"], ["p99", stB.p99, 0.56, "dot"]]) {
+      for (const [q, v, y, dash] of [["p50", stB.p50, rowY("bp50"), "solid"], ["p99", stB.p99, rowY("bp99"), "dot"]]) {
         if (!Number.isFinite(v)) continue;
         shapes.push({ type: "line", xref: `x${ax}`, yref: `y${ax} domain`, x0: v, x1: v, y0: 0, y1: 1, line: { color: colB, width: 1.5, dash } });
         // past the middle of the pane the label reads leftwards from its line, inside the pane (as A's do)
         const side = v > 0.55 * xEnd ? "right" : "left";
-        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, text: `B ${q} ${fmt(v)}`, showarrow: false, xanchor: side, font: { size: 10, color: colB }, bgcolor: THEME.panel });
+        annotations.push({ xref: `x${ax}`, yref: `y${ax} domain`, x: v, y, yanchor: "top", text: `B ${q} ${fmt(v)}`, showarrow: false, xanchor: side, font: { size: 10, color: colB }, bgcolor: THEME.panel, borderpad: 0 });
       }
     });
     layout.shapes = shapes;
@@ -189,6 +202,7 @@ export class LatencyDistView {
     const fo = this.serving.finishOrder();
     const k = this.k;
     const shown = { all: cur.all, n: k, panes: {} };
+    this.labels = {}; // per pane, the canvas's labels drawn: {text, x, y, w, h}
     const info = [];
     const summary = this.store.ended || this.serving.whole ? this.store.summary || (this.store.main && this.store.main.summary) || {} : {};
     const ctx = this.overlay.begin();
@@ -234,7 +248,8 @@ export class LatencyDistView {
     });
     ctx.font = "10px ui-monospace, Menlo, monospace";
     ctx.textBaseline = "top";
-    const mark = (v, color, dash, label, frac) => {
+    const labels = (this.labels[p.key] = []);
+    const mark = (v, color, dash, label, row) => {
       if (!Number.isFinite(v)) return;
       const x = X(v);
       ctx.strokeStyle = color;
@@ -245,17 +260,18 @@ export class LatencyDistView {
       ctx.lineTo(x, ya._offset + ya._length);
       ctx.stroke();
       ctx.setLineDash([]);
-      const y = ya._offset + ya._length * (1 - frac);
+      const y = ya._offset + row * (this.rowPx || ROW_PX);
       const wText = ctx.measureText(label).width;
       const tx = x + wText + 4 > xa._offset + xa._length ? x - wText - 4 : x + 2; // left of the line at the right edge
       ctx.fillStyle = THEME.panel;
       ctx.fillRect(tx, y, wText + 2, 12);
+      labels.push({ text: label, x: tx, y, w: wText + 2, h: 12 }); // css px in the figure (tests)
       ctx.fillStyle = color;
       ctx.fillText(label, tx + 1, y + 1);
     };
     const tag = this.bStats && this.bStats[p.key] ? "A " : "";
-    mark(st.p50, THEME.bright, [], `${tag}p50 ${fmt(st.p50)}`, 0.98);
-    mark(st.p99, SERIES.error, [2, 2], `${tag}p99 ${fmt(st.p99)}`, 0.84);
+    mark(st.p50, THEME.bright, [], `${tag}p50 ${fmt(st.p50)}`, ROWS.p50);
+    mark(st.p99, SERIES.error, [2, 2], `${tag}p99 ${fmt(st.p99)}`, ROWS.p99);
     if (st.beyond) {
       ctx.textAlign = "right";
       ctx.fillStyle = THEME.text;
