@@ -252,7 +252,7 @@ class ShardedRuntime(RuntimePlan):
                 if k.kind == "collective" and waits[i] > 0.0 and before is not None:
                     waits[before] += waits[i]
                     waits[i] = 0.0
-            out = [replace(k, fixed_us=k.fixed_us + w) if w > 0.0 else k for k, w in zip(kernels, waits, strict=True)]
+            out = [k.evolve(fixed_us=k.fixed_us + w) if w > 0.0 else k for k, w in zip(kernels, waits, strict=True)]
             hit = self._eager_layers[key] = (list(kernels), out)  # holds the kernels, so their ids are not reused
         return hit[1]
 

@@ -69,7 +69,7 @@ class VllmRuntime(RuntimePlan):
     default_page_size = 16
 
     def __init__(self, arch: str = "hopper", placement: MoePlacement | None = None) -> None:
-        self._parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
+        self._parts: dict[tuple[ModelConfig, int, str, bool], tuple[list[Kernel], list[Kernel]]] = {}
         self.arch = arch  # which attention kernels vLLM runs (ATTENTION_KERNELS)
         self.engine = "vllm"  # deployment.engine: "sglang" runs its own q/k norm and rope kernels (_qk_norm_rope)
         self.placement = placement or MoePlacement()
