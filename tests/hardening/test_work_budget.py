@@ -141,3 +141,19 @@ def test_a_disaggregated_runs_estimate_follows_its_decode_ranks() -> None:
             workload={"num_requests": 8, "input_len": 512, "output_len": 16, "request_rate": 8.0})
     per_unit = [len(simulate(spec(dp)).events) / estimate_work(spec(dp)).units for dp in (1, 4)]
     assert 0.5 < per_unit[1] / per_unit[0] < 2.0, per_unit
+
+
+def test_a_colocated_runs_estimate_counts_every_replica() -> None:
+    """Every replica steps on its own: 4 replicas of 8 requests each step 4x as often as one engine of 32, each step
+    a quarter as wide. The estimate counted one engine's steps (195 units at replicas 1 and 4 alike) while CPU grew
+    ~4x (48 -> 185 ms measured with 8 replicas of 64 requests)."""
+    def spec(replicas: int) -> scn.ScenarioSpec:
+        workload = {"num_requests": 32, "input_len": 256, "output_len": 64, "max_concurrency": 32}
+        deployment = {"tp": 1, "replicas": replicas}
+        return scn.ScenarioSpec(gpu="h200", model="qwen3-30b-a3b", deployment=deployment, workload=workload)
+
+    one = estimate_work(spec(1)).units
+    steps = sum(e.kind == "step" for e in simulate(spec(4)).events)
+    assert steps == 4 * sum(e.kind == "step" for e in simulate(spec(1)).events)
+    assert 1.5 * one < estimate_work(spec(4)).units < 4 * one
+    assert estimate_work(spec(4)).field == "deployment.replicas"

@@ -45,16 +45,29 @@ def _run_work(spec: ScenarioSpec) -> Work:
         return _pools_work(spec, weight)
     r = w.range_ratio
     longest = w.shared_prefix_len + int(w.input_len * (1 + r)) + int(w.output_len * (1 + r))
-    prompt = w.num_requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
+    engines = _engines(spec)
+    requests = -(-w.num_requests // engines)  # each engine's share (the router's and the DP balancer's even split)
+    prompt = requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
     limits = spec.scheduler_limits
     budget = limits.max_num_batched_tokens if spec.runtime == "vllm" else spec.chunk_size
-    concurrent = max(1, min(w.num_requests, limits.max_num_seqs, w.max_concurrency or w.num_requests,
-                            _requests_fitting_pool(spec, longest)))
-    waves = -(-w.num_requests // concurrent)
-    steps = -(-prompt // budget) + waves * int(w.output_len * (1 + r))
+    client = -(-w.max_concurrency // engines) if w.max_concurrency else requests
+    concurrent = max(1, min(requests, limits.max_num_seqs, client, _requests_fitting_pool(spec, longest)))
+    waves = -(-requests // concurrent)
+    steps = engines * (-(-prompt // budget) + waves * int(w.output_len * (1 + r)))
     width = 1 + concurrent / REQUESTS_PER_STEP_WEIGHT
     name = "workload.num_requests" if waves > 1 else "workload.output_len"
+    if engines > 1 and waves == 1:
+        name = "deployment.replicas"
     return Work(int(steps * width * weight), name)
+
+
+def _engines(spec: ScenarioSpec) -> int:
+    """Engines that step on their own in a colocated run, each recording its steps: every replica
+    (runtime/replicas.py). A DP group's ranks (runtime/dp_group.py) count as one engine here: at low concurrency
+    their lockstep rank steps cost up to ~3x what the units say (dp-attention-ep8 at max_concurrency 8: 5.0 s CPU for
+    11,846 units), and the run budget's CPU and event limits (server/settings.py) are what bound such a run."""
+    dep = spec.deployment
+    return 1 if dep is None else dep.replicas
 
 
 def _pools_work(spec: ScenarioSpec, weight: int) -> Work:
