@@ -88,3 +88,13 @@ def test_a_disaggregated_deployment_describes_itself_in_labels() -> None:
         "1P3D tp8/tp8 over rdma"
     assert main_label(load_preset("pd-disaggregated-vs-colocated")) == \
         "deployment.disaggregation=1P1D tp4/tp4 over nvlink"
+
+
+def test_a_deployment_describes_itself_in_a_few_words_and_names_every_setting_off_its_default() -> None:
+    dp = DeploymentSpec(tp=1, dp=8, weight_dtype="fp8")
+    assert dp.describe() == "dp 8 x tp 1, ep 8, fp8 weights, deepep_low_latency"
+    assert DeploymentSpec(tp=8, ep=8, weight_dtype="fp8").describe() == "tp 8, ep 8, fp8 weights"
+    tight = DeploymentSpec(tp=8, gpu_memory_utilization=0.5)
+    assert tight.describe() == "tp 8, gpu_memory_utilization=0.5" != DeploymentSpec(tp=8).describe()
+    replicas = DeploymentSpec(tp=2, replicas=4).describe()
+    assert replicas.startswith("4 x tp 2") and "=" not in replicas

@@ -297,6 +297,25 @@ class DeploymentSpec(Strict):
         """Every GPU of the deployment: dp ranks of tp GPUs each."""
         return self.dp * self.tp
 
+    def describe(self) -> str:
+        """In a few words, as labels show it: 'dp 8 x tp 1, ep 8, fp8 weights, deepep_low_latency'; settings left at
+        their defaults are not named, the others as name=value (so two deployments that differ never read alike)."""
+        if self.disaggregation is not None:
+            return self.disaggregation.describe()
+        shape = f"dp {self.dp} x tp {self.tp}" if self.dp > 1 else f"tp {self.tp}"
+        parts = [f"{self.replicas} x {shape}" if self.replicas > 1 else shape]
+        parts += [f"ep {self.ep}"] if self.ep > 1 else []
+        parts += [f"{self.nodes} nodes"] if self.nodes > 1 else []
+        parts += [f"{self.weight_dtype} weights"] if self.weight_dtype != "bf16" else []
+        parts += [f"{self.kv_dtype} KV"] if self.kv_dtype != "bf16" else []
+        parts += [self.all2all_backend] if self.dp > 1 else []
+        parts += [self.router] if self.replicas > 1 else []
+        named = {"tp", "dp", "ep", "replicas", "nodes", "weight_dtype", "kv_dtype", "all2all_backend", "router"}
+        fields = type(self).model_fields
+        parts += [f"{name}={value}" for name, value in self if name not in named and name != "disaggregation"
+                  and value != fields[name].default]
+        return ", ".join(parts)
+
 
 
 # -- one GPU's shapes ----------------------------------------------------------------------------------------

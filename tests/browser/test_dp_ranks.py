@@ -37,6 +37,11 @@ def test_the_dp_ranks_panel_draws_each_rank_and_each_gpus_experts(page, server_u
     # on the run's one time axis: the panel's x range is the timeline's
     timeline = page.js("document.getElementById('timeline-plot').layout.xaxis.range")
     assert page.js(f"{PLOT}.layout.xaxis.range") == timeline
+    # the request lanes name each group by its DP rank, and the run by its deployment in a few words
+    page.wait(f"({L}.views.requests.el.layout || {{}}).annotations", timeout_s=60)
+    labels = page.js(f"({L}.views.requests.el.layout.annotations || []).map(a => a.text)")
+    assert {"rank 0", "rank 7"} <= set(labels) and not any(t.startswith("replica") for t in labels), labels
+    assert "A deployment=dp 8 x tp 1, ep 8, fp8 weights, deepep_low_latency" in labels, labels
     assert page.problems == []
 
 

@@ -21,8 +21,9 @@ export function insertLane(order, requests, r) {
   order.splice(at, 0, r.id);
 }
 
-// Plotly shapes and labels marking each replica's group of lanes (rows row0 ..): a coloured strip at the left edge.
-export function replicaBands(sv, row0) {
+// Plotly shapes and labels marking each engine's group of lanes (rows row0 ..): a coloured strip at the left edge,
+// named by `name` (instances.js engineLabel: "replica 1", or "rank 3" for a DP group's ranks).
+export function replicaBands(sv, row0, name = (i) => `replica ${i}`) {
   const shapes = [];
   const annotations = [];
   const order = sv.order;
@@ -34,7 +35,7 @@ export function replicaBands(sv, row0) {
     shapes.push({ type: "rect", xref: "paper", x0: 0, x1: 0.008, yref: "y", y0: row0 + start - 0.5, y1: row0 + i - 0.5,
       fillcolor: replicaColor(inst), line: { width: 0 }, layer: "above" });
     annotations.push({ xref: "paper", x: 0.01, xanchor: "left", yref: "y", y: row0 + start - 0.5, yanchor: "top", showarrow: false,
-      text: `replica ${inst}`, font: { size: 10, color: replicaColor(inst) }, bgcolor: THEME.panel });
+      text: name(inst), font: { size: 10, color: replicaColor(inst) }, bgcolor: THEME.panel });
     start = i;
   }
   return { shapes, annotations };

@@ -11,6 +11,7 @@ import { bindZoom } from "./cursor.js";
 import { PlotOverlay } from "./overlay.js";
 import { phasesLine, poolBands, poolsOf } from "../poolgroups.js";
 import { replicaBands, replicaColor, replicasOf } from "../replicagroups.js";
+import { engineLabel } from "../instances.js";
 import { hideTip, showTip } from "./tip.js";
 
 const LABEL = {
@@ -277,7 +278,8 @@ export class RequestsView {
     const annotations = [];
     for (const { sv: v, row0, tag } of blocks) { // each replica's or pool pair's lanes marked (replicagroups.js, poolgroups.js)
       const pools = this.pools(tag);
-      const bands = pools.x ? poolBands(v, row0, pools) : replicaBands(v, row0);
+      const run = tag === "B " ? s.compareRun : s.main;
+      const bands = pools.x ? poolBands(v, row0, pools) : replicaBands(v, row0, (i) => engineLabel(run && run.summary, i));
       shapes.push(...bands.shapes);
       annotations.push(...bands.annotations);
     }
