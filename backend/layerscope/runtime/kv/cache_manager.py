@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from layerscope.runtime.kv.allocator import KVAllocator, Migration
+from layerscope.runtime.kv.block_pool import BlockPool
 from layerscope.runtime.request import Request
 
 CACHE_OWNER = "prefix_cache"
@@ -240,7 +241,7 @@ class KVCacheManager:
                     released.append((b.bank, b.slot))
                     continue
             held.append(b)
-        kept = self._keep(held, owner)
+        kept = _pass_to_cache(self.pool, held, owner)
         if released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
         for b in idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
@@ -265,20 +266,6 @@ class KVCacheManager:
         return log
 
     # -- internals -------------------------------------------------------------------------------------------
-    def _keep(self, held: list[Block], owner: str) -> list[tuple[int, int]]:
-        """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache
-        (in one vectorised retag); their (bank, slot), in order."""
-        oid = self.pool.known_owner_id(owner)
-        if not held or oid is None:
-            return []
-        banks = np.fromiter((b.bank for b in held), np.int64, len(held))
-        slots = np.fromiter((b.slot for b in held), np.int64, len(held))
-        mine = self.pool.owner[banks, slots] == oid
-        if not mine.any():
-            return []
-        self.pool.retag_many(banks[mine], slots[mine], CACHE_OWNER, 0)
-        return [(b.bank, b.slot) for b, m in zip(held, mine.tolist(), strict=True) if m]
-
     def _uncache(self, where: tuple[int, int]) -> Block:
         """An unused cached block leaves the cache (BlockPool._maybe_evict_cached_block) and the pool."""
         b = self.evictable.pop(where)
@@ -325,3 +312,18 @@ def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDi
     if key not in evictable:
         return evictable
     return OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in evictable.items())
+
+
+def _pass_to_cache(pool: BlockPool, held: list[Block], owner: str) -> list[tuple[int, int]]:
+    """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache (in one
+    vectorised retag); their (bank, slot), in order."""
+    oid = pool.known_owner_id(owner)
+    if not held or oid is None:
+        return []
+    banks = np.fromiter((b.bank for b in held), np.int64, len(held))
+    slots = np.fromiter((b.slot for b in held), np.int64, len(held))
+    mine = pool.owner[banks, slots] == oid
+    if not mine.any():
+        return []
+    pool.retag_many(banks[mine], slots[mine], CACHE_OWNER, 0)
+    return [(b.bank, b.slot) for b, m in zip(held, mine.tolist(), strict=True) if m]
