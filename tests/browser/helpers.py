@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import importlib.util
 import socket
+import sys
 import time
+from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+
+def sibling(stem: str) -> ModuleType:
+    """This directory's module `stem` (test_tours.py's open_preset and walk, servingfake.py), loaded once and
+    registered under its stem: the browser tests are not a package."""
+    if stem not in sys.modules:
+        spec = importlib.util.spec_from_file_location(stem, Path(__file__).with_name(f"{stem}.py"))
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[stem] = module
+        spec.loader.exec_module(module)
+    return sys.modules[stem]
 
 
 def free_port() -> int:

@@ -3,7 +3,6 @@ kv_transfer lane of the timeline; every request's TTFT (its first token with the
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -12,11 +11,7 @@ from typing import Any
 import pytest
 
 pytestmark = pytest.mark.browser
-_spec = importlib.util.spec_from_file_location("tours", Path(__file__).with_name("test_tours.py"))
-assert _spec and _spec.loader
-tours = importlib.util.module_from_spec(_spec)
-sys.modules["tours"] = tours
-_spec.loader.exec_module(tours)
+tours = sys.modules["browser_helpers"].sibling("test_tours")
 
 L = "window.__layerscope"
 STORE = f"{L}.store"

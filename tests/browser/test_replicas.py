@@ -3,18 +3,15 @@ lanes grouped and coloured by the replica that served each request, and the depl
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import sys
 from typing import Any
 
 import pytest
 
 pytestmark = pytest.mark.browser
 
-_spec = importlib.util.spec_from_file_location("tours_walk", Path(__file__).with_name("test_tours.py"))
-assert _spec and _spec.loader
-tours = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tours)  # its open_preset and walk: the tour checks every preset's tour gets
+# test_tours' open_preset and walk: the checks every preset's tour gets
+tours = sys.modules["browser_helpers"].sibling("test_tours")
 
 L = "window.__layerscope"
 NAME = "replicas-prefix-router"

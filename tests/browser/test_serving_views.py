@@ -5,7 +5,6 @@ played through the real server."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import sys
 import threading
@@ -21,11 +20,7 @@ from layerscope.commands.serve import build_app
 from layerscope.server.settings import Settings
 
 pytestmark = pytest.mark.browser
-_spec = importlib.util.spec_from_file_location("servingfake", Path(__file__).with_name("servingfake.py"))
-assert _spec and _spec.loader
-servingfake = importlib.util.module_from_spec(_spec)
-sys.modules["servingfake"] = servingfake
-_spec.loader.exec_module(servingfake)
+servingfake = sys.modules["browser_helpers"].sibling("servingfake")
 Page, free_port = sys.modules["browser_helpers"].Page, sys.modules["browser_helpers"].free_port
 
 LS = "window.__layerscope"
