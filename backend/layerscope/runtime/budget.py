@@ -46,7 +46,7 @@ def _run_work(spec: ScenarioSpec) -> Work:
     r = w.range_ratio
     longest = w.shared_prefix_len + int(w.input_len * (1 + r)) + int(w.output_len * (1 + r))
     engines = _engines(spec)
-    requests = -(-w.num_requests // engines)  # each engine's share (the router's and the DP balancer's even split)
+    requests = -(-w.num_requests // engines)  # each replica's share (the router's even split)
     prompt = requests * (w.shared_prefix_len + int(w.input_len * (1 + r)))
     limits = spec.scheduler_limits
     budget = limits.max_num_batched_tokens if spec.runtime == "vllm" else spec.chunk_size
@@ -55,9 +55,7 @@ def _run_work(spec: ScenarioSpec) -> Work:
     waves = -(-requests // concurrent)
     steps = engines * (-(-prompt // budget) + waves * int(w.output_len * (1 + r)))
     width = 1 + concurrent / REQUESTS_PER_STEP_WEIGHT
-    name = "workload.num_requests" if waves > 1 else "workload.output_len"
-    if engines > 1 and waves == 1:
-        name = "deployment.replicas"
+    name = "workload.num_requests" if waves > 1 else "deployment.replicas" if engines > 1 else "workload.output_len"
     return Work(int(steps * width * weight), name)
 
 
