@@ -47,8 +47,8 @@ REDUCED_AFTER = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down
 MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_capture_sizes up to 512)
 # An eager kernel cannot finish before the host has issued it: one PyTorch op through the dispatcher plus
 # cudaLaunchKernel costs on the order of 10 us of CPU time (an assumed typical figure for a modern x86 host, not
-# measured here); with CUDA graphs the launches are replayed by the GPU and only the fitted per-kernel launch
-# cost (hardware/cost.py FITTED.launch_us) remains.
+# measured here); with CUDA graphs the launches are replayed by the GPU and only a graph node's cost remains (the
+# fitted launch cost, at least the GPU's shortest measured kernel: hardware/cost.py CostModel.floor_us).
 EAGER_LAUNCH_FLOOR_US = 10.0
 # SGLang's eager forward (its prefill batches; runtime/vllm.py `_finish`) issues its kernels from the Python forward
 # of each module, one after another: measured, SGLang PR #1401 (sglang.bench_latency, Meta-Llama-3-8B, batch 1,
