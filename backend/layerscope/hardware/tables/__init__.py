@@ -237,7 +237,7 @@ def graph_kernel_floor_us(system: str) -> float:
     timed as aiconfigurator-core times every op, back to back in a replayed CUDA graph (collector/helper.py
     benchmark_with_power: repeat_n calls captured, the replay's time over them). It is what any kernel pays as a
     node of a graph: launch, ramp-up, tail, the gap to the next node."""
-    return min(v for (key, _), v in table(system, "gemm").min_us.items() if key == ("bf16",))
+    return min(_fastest_by_shape(system, ("bf16",)).values())
 
 
 def _moe(system: str, op: MoeOp) -> Measured | None:
