@@ -36,6 +36,9 @@ class Measured:
 # passes it): the host's step work is exposed (runtime/sharded.py host_step_us). Nor did they keep the CUDA graph
 # pool out of the KV budget (vLLM's default since v0.21.0): their KV cache is that much larger.
 SYNC = {"async_scheduling": False, "cuda_graph_memory_profiled": False}
+# vLLM v0.11.0 ([G], [GA]) sets up NCCL and the custom all-reduce before its memory snapshot (PR #25359, the week of
+# PR #25444 that v0.11.0 ships): their buffers are outside the KV budget (deployment.py NON_TORCH_FORWARD_GIB).
+V011 = SYNC | {"comm_buffers_in_kv_budget": False}
 # [T] tenstorrent/tt-inference-server#340: vLLM on one A100 80GB, Qwen3-30B-A3B, one request at a time.
 T = [
     Measured("T", f"Qwen3-30B-A3B 1xA100 conc 1, {isl}/{osl}", "qwen3-30b-a3b", "a100-80g-sxm", SYNC | {"tp": 1},
@@ -54,24 +57,24 @@ T = [
 # most often a step without a prefill chunk in it.
 G_SCHED = {"max_num_seqs": 1024}
 G = [
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 2000/100", "qwen3-235b-a22b", "h100-sxm", V011 | {"tp": 8},
              {"num_requests": 500, "input_len": 1996, "output_len": 99},
              {"duration": 43.91, "median_ttft_ms": 20242.32, "median_tpot_ms": 108.64, "mean_tpot_ms": 101.08,
               "median_itl_ms": 35.94, "total_token_throughput": 23858.69}, G_SCHED),
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 500 x 4000/200", "qwen3-235b-a22b", "h100-sxm", V011 | {"tp": 8},
              {"num_requests": 500, "input_len": 3996, "output_len": 184},
              {"median_ttft_ms": 48562.54, "median_tpot_ms": 72.58, "mean_tpot_ms": 68.94, "median_itl_ms": 30.18,
               "total_token_throughput": 21113.53}, G_SCHED),
-    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", SYNC | {"tp": 8},
+    Measured("G", "Qwen3-235B 8xH100 bf16 tp8, 100 x 32000/100", "qwen3-235b-a22b", "h100-sxm", V011 | {"tp": 8},
              {"num_requests": 100, "input_len": 32000, "output_len": 82},
              {"duration": 141.60, "median_ttft_ms": 70737.29, "median_tpot_ms": 134.49, "median_itl_ms": 23.29,
               "total_token_throughput": 22657.51}, G_SCHED),
     Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 2000/100, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
-             SYNC | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 1996, "output_len": 99},
+             V011 | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 1996, "output_len": 99},
              {"duration": 55.28, "median_ttft_ms": 26155.54, "median_tpot_ms": 140.65, "median_itl_ms": 39.21},
              {**G_SCHED, "max_num_batched_tokens": 16384}),
     Measured("G", "Qwen3-235B-FP8 4xH100 tp4, 500 x 4000/200, mnbt 16384", "qwen3-235b-a22b", "h100-sxm",
-             SYNC | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 3996, "output_len": 182},
+             V011 | {"tp": 4, "weight_dtype": "fp8"}, {"num_requests": 500, "input_len": 3996, "output_len": 182},
              {"duration": 126.76, "median_ttft_ms": 61048.35, "median_tpot_ms": 94.78, "median_itl_ms": 34.82},
              {**G_SCHED, "max_num_batched_tokens": 16384}),
 ]
@@ -108,7 +111,7 @@ V = [
 GA_SCHED = {"max_num_seqs": 256, "max_num_batched_tokens": 2048}
 GA = [
     Measured("GA", f"Qwen3-235B 8xA100 bf16 tp8, {n} x {label}", "qwen3-235b-a22b", "a100-80g-sxm",
-             SYNC | {"tp": 8}, {"num_requests": n, "input_len": isl, "output_len": osl},
+             V011 | {"tp": 8}, {"num_requests": n, "input_len": isl, "output_len": osl},
              {"duration": dur, "median_ttft_ms": ttft, "median_tpot_ms": tpot, "mean_tpot_ms": mtpot,
               "median_itl_ms": itl, "total_token_throughput": tput}, GA_SCHED)
     for n, label, isl, osl, dur, ttft, tpot, mtpot, itl, tput in [

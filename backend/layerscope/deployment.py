@@ -37,6 +37,12 @@ FUSED_MOE_CHUNK = 32768
 # is for tp 1 and tp > 1 (NCCL's buffers grow little with more peers on one NVLink switch): a measured figure from
 # one model, not fitted here.
 NON_TORCH_GIB = {1: 1.79, 2: 3.58}
+# Since vLLM PR #25359 (2025-09-22, the week of PR #25444 that v0.11.0 ships; "NCCL buffers (~4.5 GiB for tensor
+# parallelism) ... show up as non-torch memory increase") the worker sets up NCCL and the custom all-reduce before its
+# memory snapshot (gpu_worker.init_device), so their buffers sit outside the gpu_memory_utilization budget and only
+# what the profile run itself adds is subtracted: "non_torch_memory takes 0.16GiB" (PR #12126's H100 log) and
+# 0.20 GiB per worker at tp > 1 (PR #14447's log), accounting after PR #12126. DeploymentSpec.comm_buffers_in_kv_budget.
+NON_TORCH_FORWARD_GIB = 0.2
 # CUDA graph pool, profiled into the KV budget since vLLM v0.21 ("Estimated CUDA graph memory: X GiB total" for 51
 # piecewise + 35 full graphs): 0.52 GiB (Qwen3-8B, LMCache issue #3430), 1.62 GiB (Qwen3.5 MoE, vLLM PR #39559),
 # 0.09 GiB (27B at tp 2, few sizes). Taken as 0.5 GiB per GPU: an estimate from those logs. Older engines captured
@@ -171,6 +177,11 @@ class DeploymentSpec(Strict):
         "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; before, graphs were captured after the KV cache was sized, outside "
         "the budget)"
     )
+    comm_buffers_in_kv_budget: bool = Field(
+        True, description="the KV budget subtracts the communicators' buffers (NCCL, custom all-reduce) with the "
+        "non-torch memory, as vLLM before PR #25359 (v0.10 and older) did; false: v0.11.0 on, where they are set up "
+        "before the memory snapshot, outside the budget, and only the profile run's own ~0.2 GiB is subtracted"
+    )
     async_scheduling: bool = Field(
         True, description="the engine schedules step N+1 while step N runs (vLLM --async-scheduling: opt-in up to "
         "v0.11, the default since; off = the host's step work is exposed between steps)"
@@ -243,7 +254,7 @@ class DeploymentSpec(Strict):
     # fields of newer deployments left out of a dump while at their default (Strict._omit_unused), so a recording of
     # a deployment that does not use them (its `run` line, the event digests) stays byte for byte what it was
     OMITTED_AT_DEFAULT: ClassVar[tuple[str, ...]] = ("replicas", "router", "dp", "nodes", "all2all_backend", "eplb",
-                                                     "disaggregation")
+                                                     "disaggregation", "comm_buffers_in_kv_budget")
 
     def _omit_derived(self, out: dict[str, Any]) -> None:
         if self.dp > 1 and "ep" in out:  # derived from dp x tp: a sweep over dp or tp derives it afresh
@@ -477,6 +488,14 @@ def _gib(b: float) -> float:
     return round(b / GiB, 2)
 
 
+def non_torch_gib(dep: DeploymentSpec) -> float:
+    """The non-torch memory vLLM's profiler subtracts from the KV budget: with the communicators' buffers (the
+    accounting before vLLM PR #25359) or without them (NON_TORCH_FORWARD_GIB)."""
+    if dep.comm_buffers_in_kv_budget:
+        return NON_TORCH_GIB[min(dep.world_size, 2)]
+    return NON_TORCH_FORWARD_GIB
+
+
 def place(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, max_num_batched_tokens: int = 8192,
           max_num_seqs: int = MAX_NUM_SEQS) -> Placement:
     """One GPU's memory; raises DeploymentError when the weights, or one max_model_len request, do not fit."""
@@ -493,7 +512,7 @@ def place(model: ModelConfig, gpu: GPU, dep: DeploymentSpec, max_num_batched_tok
         weights_bytes=weight_bytes_per_gpu(model, local) + eplb_bytes_per_gpu(model, local, dep),
         activation_bytes=activation_bytes(model, local, max_num_batched_tokens, max_num_seqs),
         cuda_graph_bytes=CUDA_GRAPH_GIB * GiB if dep.cuda_graphs and dep.cuda_graph_memory_profiled else 0.0,
-        non_torch_bytes=NON_TORCH_GIB[min(dep.world_size, 2)] * GiB,
+        non_torch_bytes=non_torch_gib(dep) * GiB,
         kv_bytes_per_token=kv_per_token,
         kv_blocks=0,
         max_model_len=max_len,

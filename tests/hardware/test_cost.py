@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from layerscope.hardware import tables
 from layerscope.hardware.cost import (
     DRAM_LATENCY_S,
     FITTED,
@@ -102,9 +103,24 @@ def test_launch_overhead_fused_stages_and_fixed_costs() -> None:
     tiny = cm.cost(_stream(1e3))
     assert tiny.bound == "latency" and tiny.time_us >= FITTED.launch_us
     assert cm.cost(_stream(1e3, own_launch=False)).parts["launch_us"] == 0.0
-    assert cm.cost(_stream(1e3, count=3)).parts["launch_us"] == pytest.approx(3 * FITTED.launch_us)
+    fitted = CostModel(H100, measured=False)  # the analytic model as fitted: the launch cost alone, per launch
+    assert fitted.cost(_stream(1e3, count=3)).parts["launch_us"] == pytest.approx(3 * FITTED.launch_us)
     fixed = cm.cost(_stream(0.0, fixed_us=1200.0, own_launch=False))
     assert fixed.time_us == pytest.approx(1200.0) and fixed.bound == "latency"
+
+
+@pytest.mark.parametrize("name", ["a100-80g-sxm", "h100-sxm", "h200", "b200"])
+def test_no_kernel_is_shorter_than_the_shortest_measured_one(name: str) -> None:
+    g = gpu(name)
+    rows = [us for key, _, us, _ in tables.read_rows(g.tables, "gemm") if key == ("bf16",)]
+    floor = tables.graph_kernel_floor_us(g.tables)
+    assert floor == min(rows) and 2.0 < floor < 3.5  # a trivial GEMM as a node of a replayed CUDA graph
+    cm = CostModel(g)
+    assert cm.cost(_stream(1e3)).time_us == pytest.approx(floor)  # a 1 KB copy lasts what a trivial GEMM does
+    assert cm.cost(_stream(1e3, count=3)).time_us == pytest.approx(3 * floor)  # once per launch
+    assert cm.cost(_stream(1e3, own_launch=False)).time_us < floor  # a fused stage launches nothing
+    assert cm.cost(_stream(1e9)).parts["launch_us"] == pytest.approx(FITTED.launch_us)  # a long stream: no floor
+    assert CostModel(g, measured=False).cost(_stream(1e3)).time_us < floor  # the fit's own figures keep theirs
 
 
 def test_gemm_tile_and_wave_quantization() -> None:

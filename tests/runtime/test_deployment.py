@@ -254,3 +254,15 @@ def test_the_deployment_event_says_how_the_engine_schedules_and_budgets() -> Non
     ev = deployment_event(spec, place(QWEN, gpu("h200"), spec.deployment))
     assert ev.async_scheduling is False and ev.cuda_graph_memory_profiled is False
     assert ev.per_gpu.cuda_graph_gib == 0.0
+
+
+def test_communicator_buffers_leave_the_kv_budget_from_vllm_v0_11() -> None:
+    """vLLM v0.11.0 sets up NCCL and the custom all-reduce before its memory snapshot (PR #25359): only the profile
+    run's own non-torch memory is subtracted, and the cache gains what the older accounting reserved."""
+    model, h100 = preset("qwen3-235b-a22b"), gpu("h100-sxm")
+    old = place(model, h100, DeploymentSpec(tp=8))
+    new = place(model, h100, DeploymentSpec(tp=8, comm_buffers_in_kv_budget=False))
+    assert old.non_torch_bytes == pytest.approx(3.58 * GiB)
+    assert new.non_torch_bytes == pytest.approx(0.2 * GiB)
+    assert (new.kv_cache_bytes - old.kv_cache_bytes) / GiB == pytest.approx(3.58 - 0.2)
+    assert new.kv_tokens > old.kv_tokens

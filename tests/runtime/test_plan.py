@@ -160,8 +160,10 @@ def test_article_decode_is_one_fused_launch_of_five_stages() -> None:
     assert {k.stream for k in decode} == {FUSED_STREAM}
     # each layer pays one launch at its norm stage; the embedding row rides in layer 0's launch
     assert [k.own_launch for k in decode] == [False, True, False, False, False]
-    launches = sum(H100.cost(k).parts["launch_us"] for k in decode)
-    assert launches == pytest.approx(H100.constants.launch_us)  # one launch overhead, not five
+    launches = [H100.cost(k).parts["launch_us"] for k in decode]
+    # one launch overhead, not five: the launching stage's, at least the fitted cost, at most the GPU's kernel floor
+    assert launches[0] == 0.0 and launches[2:] == [0.0, 0.0, 0.0]
+    assert H100.constants.launch_us <= launches[1] <= H100.kernel_floor_us
     assert H100.cost(decode[0]).l2_hit > 0  # the embedding row is an L2 hit when warm
     # the lookup happens once per token, before layer 0: a whole-model cost, not one per layer
     assert [k.scope for k in decode] == ["model", "layer", "layer", "layer", "layer"]

@@ -89,3 +89,49 @@ def test_routing_reaches_the_moe_spec_under_every_placement() -> None:
         assert (op.routing, op.ep, op.moe_tp, op.experts, op.topk) == ("power_law:1.01", dep.ep, dep.moe_tp, 128, 8)
         # aiconfigurator-core measured moe_tp x 1 and 1 x ep, not mixed placements: those stay analytic
         assert (tables.price("h100-sxm", op) is not None) == (dep.ep == 1 or dep.moe_tp == 1)
+
+
+def _layer_us(plan: ShardedRuntime, cm: CostModel, dep: DeploymentSpec, batch: int, stages: set[str]) -> float:
+    ks = plan.step_kernels(shard(QWEN, dep), [(1, 2048)] * batch)
+    return sum(cm.cost(k).time_us for k in ks if k.stage in stages)
+
+
+def test_a_decode_batch_runs_the_cuda_graph_of_the_next_captured_size() -> None:
+    """vLLM pads a batch of 10 to its captured graph of 16 (cudagraph_capture_sizes 1, 2, 4, 8, 16, ...): the
+    GEMMs, MoE and all-reduces run 16 rows and say so; attention runs the 10 real sequences."""
+    dep = DeploymentSpec(tp=8)
+    plan, cm = _gpu_plan("h100-sxm", dep)
+    ks = plan.step_kernels(shard(QWEN, dep), [(1, 2048)] * 10)
+    qkv = next(k for k in ks if k.stage == "qkv_proj" and k.gemm is not None)
+    assert qkv.gemm[0] == 16 and "padded 10 -> 16" in qkv.shapes
+    assert all(k.op == AllReduceOp(8, 16 * QWEN.hidden_size * 2, "custom") for k in ks if k.name == "all_reduce")
+    attn = next(k for k in ks if k.stage == "attention" and k.attn is not None)
+    assert "padded" not in attn.shapes
+    gemm_stages = {"qkv_proj", "o_proj", "router", "experts"}
+    padded = _layer_us(plan, cm, dep, 10, gemm_stages)
+    assert padded == pytest.approx(_layer_us(plan, cm, dep, 16, gemm_stages))  # priced as the graph of 16
+    assert padded > _layer_us(plan, cm, dep, 8, gemm_stages)
+    extras = plan.outside_layer_kernels(shard(QWEN, dep), [(1, 2048)] * 10)
+    assert "padded 10 -> 16" in next(k for k in extras if k.stage == "embedding").shapes
+    assert "padded" not in next(k for k in extras if k.stage == "lm_head").shapes  # the real rows' logits only
+
+
+def test_a_captured_batch_size_and_an_eager_engine_are_not_padded() -> None:
+    dep = DeploymentSpec(tp=8)
+    plan, _ = _gpu_plan("h100-sxm", dep)
+    assert not any("padded" in k.shapes for k in plan.step_kernels(shard(QWEN, dep), [(1, 2048)] * 16))
+    eager = DeploymentSpec(tp=8, cuda_graphs=False)  # --enforce-eager: no graphs, nothing to pad to
+    plan, _ = _gpu_plan("h100-sxm", eager)
+    ks = plan.step_kernels(shard(QWEN, eager), [(1, 2048)] * 10)
+    assert not any("padded" in k.shapes for k in ks)
+    assert next(k for k in ks if k.stage == "qkv_proj" and k.gemm is not None).gemm[0] == 10
+
+
+def test_sglang_pads_decodes_to_its_cuda_graph_bs_and_not_its_eager_prefills() -> None:
+    """SGLang's default cuda_graph_bs has 12 (1, 2, 4, 8, 12, 16, 24, ...): 10 runs as 12; a prefill is eager."""
+    dep = DeploymentSpec(tp=8, engine="sglang")
+    plan, _ = _gpu_plan("b200", dep)
+    ks = plan.step_kernels(shard(QWEN, dep), [(1, 2048)] * 10)
+    assert next(k for k in ks if k.stage == "qkv_proj" and k.gemm is not None).gemm[0] == 12
+    ks = plan.step_kernels(shard(QWEN, dep), [(100, 0)])
+    assert next(k for k in ks if k.stage == "qkv_proj" and k.gemm is not None).gemm[0] == 100

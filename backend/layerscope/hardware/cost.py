@@ -8,6 +8,8 @@ kernels an op times together (OpPart) share its time in proportion to their anal
 every op no table covers on that GPU, is priced by the roofline below, source = "analytic".
 
     time = launch (+ gemm_setup for a GEMM) + max(compute, memory) + overlap * min(compute, memory)
+           and at least, per launch, the GPU's shortest measured kernel (a trivial GEMM as a node of a replayed CUDA
+           graph: tables.graph_kernel_floor_us; a flash prefill call its own measured floor), where tables exist
 
     memory  = HBM bytes / (peak BW * eff)  +  L2-resident bytes / (L2 BW * eff)
               eff = hbm_eff for vectorized kernels, scalar_eff for element-by-element ones, and the
@@ -235,6 +237,8 @@ class CostModel:
             raise ValueError(f"GPU {gpu.name!r} has no measured kernel tables: price it with measured=False")
         self.stream_eff = gpu.stream_eff if measured and tiled else 1.0
         self.prefill_floor_us = PREFILL_ATTENTION_FLOOR_US[gpu.arch] if measured and tiled else 0.0
+        # no kernel is shorter than the shortest its GPU's tables measured (tables.graph_kernel_floor_us)
+        self.kernel_floor_us = tables.graph_kernel_floor_us(gpu.tables) if measured and tiled else 0.0
         self._analytic: dict[Kernel, KernelCost] = {}  # an OpPart's siblings, priced once
         self._group_shares: dict[int, tuple[tuple[Kernel, ...], list[float]]] = {}  # id(OpPart.kernels) -> shares
         self.constants = constants
@@ -305,6 +309,13 @@ class CostModel:
             setup += self.decode_attention.setup_us
         return (self.constants.launch_us + setup) * k.count
 
+    def floor_us(self, k: Kernel) -> float:
+        """The least a kernel lasts: a flash-attention prefill call (vLLM's: the article's kernels are its own) its
+        measured floor; any other launch the measured shortest kernel of the GPU, once per launch."""
+        if isinstance(k.op, ContextAttentionOp):
+            return max(self.prefill_floor_us, self.kernel_floor_us)
+        return self.kernel_floor_us * k.count if k.own_launch else 0.0
+
     # -- the kernel's time -----------------------------------------------------------------------------
     def cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
         analytic, hbm = self._analytic_and_hbm(kernel, env)
@@ -360,9 +371,7 @@ class CostModel:
         memory, hbm_bytes = self.memory_us(kernel, env)
         busy = max(compute, memory) + c.overlap * min(compute, memory)
         launch = self.launch_us(kernel)
-        # a flash-attention prefill call (vLLM's: the article's kernels are its own) lasts at least its floor
-        floor = self.prefill_floor_us if isinstance(kernel.op, ContextAttentionOp) else 0.0
-        launch = max(launch, floor - busy)
+        launch = max(launch, self.floor_us(kernel) - busy)
         time_us = launch + busy + kernel.fixed_us + env.extra_us
         bound: Bound
         if launch + kernel.fixed_us > busy:

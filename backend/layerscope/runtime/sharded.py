@@ -45,10 +45,19 @@ COMM = "comm"
 # stage -> the all-reduce after its last kernel, where each GPU holds a partial sum (RowParallelLinear, FusedMoE)
 REDUCED_AFTER = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down_proj": "mlp_all_reduce"}
 MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_capture_sizes up to 512)
+# The sizes captured, a step padded to the next one (VllmRuntime.padded_tokens). vLLM V1 up to v0.11 (the rows'
+# versions): [1, 2, 4] + every multiple of 8 up to cuda_graph_sizes' default min(2 x max_num_seqs, 512), kept <=
+# max_num_batched_tokens (vllm/config/__init__.py VllmConfig._set_cudagraph_sizes, SchedulerConfig.cuda_graph_sizes);
+# 512 at every default max_num_seqs >= 256. Every step of <= 512 tokens is padded, mixed ones too (piecewise graphs).
+VLLM_CAPTURE_SIZES = (1, 2, 4, *range(8, MAX_CAPTURE_TOKENS + 1, 8))
+# SGLang's default cuda_graph_bs without speculative decoding (python/sglang/srt/server_args.py
+# _generate_cuda_graph_batch_sizes: [1, 2, 4, 8, 12] + range(16, 257, 8) + range(272, 512, 16) + range(512, max_bs
+# + 1, 32)), decode batches only; taken up to the same 512 as vLLM (its cuda_graph_max_bs on a B200 node).
+SGLANG_CAPTURE_SIZES = (1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 512, 16), MAX_CAPTURE_TOKENS)
 # An eager kernel cannot finish before the host has issued it: one PyTorch op through the dispatcher plus
 # cudaLaunchKernel costs on the order of 10 us of CPU time (an assumed typical figure for a modern x86 host, not
-# measured here); with CUDA graphs the launches are replayed by the GPU and only the fitted per-kernel launch
-# cost (hardware/cost.py FITTED.launch_us) remains.
+# measured here); with CUDA graphs the launches are replayed by the GPU and only a graph node's cost remains (the
+# fitted launch cost, at least the GPU's shortest measured kernel: hardware/cost.py CostModel.floor_us).
 EAGER_LAUNCH_FLOOR_US = 10.0
 # SGLang's eager forward (its prefill batches; runtime/vllm.py `_finish`) issues its kernels from the Python forward
 # of each module, one after another: measured, SGLang PR #1401 (sglang.bench_latency, Meta-Llama-3-8B, batch 1,
@@ -135,6 +144,7 @@ class ShardedRuntime(RuntimePlan):
             base.arch = gpu.arch
             base.placement = MoePlacement(deployment.ep, deployment.moe_tp, routing, deployment.fused_moe_config)
             base.engine = deployment.engine
+            base.capture_sizes = capture_sizes(deployment)
         self.full = full  # the whole model (vocabulary, router width) the shard comes from
         self.dep = deployment
         self.gpu = gpu
@@ -177,7 +187,10 @@ class ShardedRuntime(RuntimePlan):
         return hit
 
     def _outside_layer_kernels(self, model: ModelConfig, tokens: int, seqs: int) -> list[Kernel]:
-        extras = step_extras(self.full, model, self.dep, self.gpu, tokens, seqs)
+        # embedding and final norm run in the graph at its padded size; lm_head and sampling only the real rows
+        # (vLLM's logits_indices); a batch with a prefill (more tokens than sequences) is SGLang's eager one
+        eager = tokens > seqs and self.dep.engine == "sglang"
+        extras = step_extras(self.full, model, self.dep, self.gpu, tokens, seqs, self.padded_tokens(tokens, eager))
         host = Kernel("engine step (schedule, prepare inputs, outputs)", "host", "overhead", 0.0, 0.0,
                       shapes=f"{seqs} sequences; {'overlapped' if overlapped(self.dep) else 'synchronous'}",
                       stream="host", own_launch=False, fixed_us=extras.host_us, scope="model")
@@ -190,11 +203,15 @@ class ShardedRuntime(RuntimePlan):
         return self.base.stage_info(stage)
 
     def _finish(self, model: ModelConfig, kernels: list[Kernel], tokens: int, prefill: bool) -> list[Kernel]:
-        ks = self.with_collectives(model, kernels, tokens)
         # SGLang captures CUDA graphs for decode batches only (CudaGraphRunner; server_args
         # enable_piecewise_cuda_graph is off by default): its prefill ("extend") batches launch eagerly
         eager = prefill and self.dep.engine == "sglang"
+        ks = self.with_collectives(model, kernels, self.padded_tokens(tokens, eager))  # the graph's all-reduces
         return self.launch_floors(ks, tokens, eager)
+
+    def padded_tokens(self, tokens: int, eager: bool = False) -> int:
+        """The token count the step's graph runs (VllmRuntime.padded_tokens); unpadded for other runtimes."""
+        return self.base.padded_tokens(tokens, eager) if isinstance(self.base, VllmRuntime) else tokens
 
     def with_collectives(self, model: ModelConfig, kernels: list[Kernel], tokens: int) -> list[Kernel]:
         """An all-reduce of the [tokens, hidden] bf16 activations after the attention output projection and after
@@ -260,6 +277,13 @@ class ShardedRuntime(RuntimePlan):
         return self.dep.cuda_graphs and tokens <= MAX_CAPTURE_TOKENS
 
 
+def capture_sizes(dep: DeploymentSpec) -> tuple[int, ...]:
+    """The batch sizes the deployment's engine captures CUDA graphs for; none without graphs (enforce_eager)."""
+    if not dep.cuda_graphs:
+        return ()
+    return SGLANG_CAPTURE_SIZES if dep.engine == "sglang" else VLLM_CAPTURE_SIZES
+
+
 def sglang_launch_waits(times_us: list[float], launch_us: float, max_layers: int = 8) -> list[float]:
     """How long each of a layer's eagerly launched kernels waits for the host, the layer repeated layer after layer.
 
@@ -302,8 +326,9 @@ def host_step_us(num_seqs: int, overlapped: bool) -> float:
 
 
 def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | None, gpu: GPU, tokens: int,
-                seqs: int) -> StepExtras:
-    """Kernels run once per step: `tokens` scheduled tokens, `seqs` of which are sampled (one per sequence).
+                seqs: int, padded: int | None = None) -> StepExtras:
+    """Kernels run once per step: `tokens` scheduled tokens, `seqs` of which are sampled (one per sequence); the
+    embedding and the final norm run the CUDA graph's `padded` rows (default `tokens`).
 
     Embedding: each GPU looks up the rows of its vocabulary slice (others masked to zero), then an all-reduce
     (VocabParallelEmbedding). lm_head: each GPU computes logits for its slice, all-gathered to the whole
@@ -312,17 +337,19 @@ def step_extras(model: ModelConfig, local: ModelConfig, dep: DeploymentSpec | No
     h, v_local, v = model.hidden_size, local.vocab_size, model.vocab_size
     tp = dep.tp if dep is not None else 1
     graphs = dep is not None and dep.cuda_graphs and tokens <= MAX_CAPTURE_TOKENS
+    note = f" (CUDA graph padded {tokens} -> {padded})" if padded is not None and padded != tokens else ""
+    tokens = tokens if padded is None else padded
     act = tokens * h * ACT_BYTES
     ks = [
         Kernel("indexSelectLargeIndex", "embedding", "memory", 0.0, 2 * act + tokens * 8.0,
-               shapes=f"rows of [{v_local},{h}] for {tokens} tokens", ctas=tokens, scope="model"),
+               shapes=f"rows of [{v_local},{h}] for {tokens} tokens{note}", ctas=tokens, scope="model"),
     ]
     if tp > 1:
         cost = all_reduce_us(gpu, tp, act, graphs)
         ks.append(collective_kernel("all_reduce", "embedding_all_reduce", cost, act, tp, scope="model",
                                     op=all_reduce_op(tp, act, graphs)))
     ks.append(Kernel("rms_norm_kernel", "final_norm", "norm", 4.0 * tokens * h, 2 * act + 2 * h,
-                     shapes=f"[{tokens},{h}]", ctas=tokens, scope="model"))
+                     shapes=f"[{tokens},{h}]{note}", ctas=tokens, scope="model"))
     w = "bf16"  # the FP8 checkpoint keeps lm_head in bf16
     ks += [k.evolve(scope="model") for k in linear(w, "lm_head", seqs, v_local, h)]
     if tp > 1:

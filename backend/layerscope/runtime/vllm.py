@@ -22,6 +22,7 @@ a decode token reads 8 of 128 experts, a 4096-token chunk reads them all.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 
@@ -74,6 +75,9 @@ class VllmRuntime(RuntimePlan):
         self.engine = "vllm"  # deployment.engine: "sglang" runs its own q/k norm and rope kernels (_qk_norm_rope)
         self.placement = placement or MoePlacement()
         self.experts: ExpertTraffic | None = None  # the scenario's routing (runtime/routing.py); None: uniform
+        # the token counts the engine captured CUDA graphs for, ascending (runtime/sharded.py capture_sizes); empty:
+        # no graphs, every kernel runs the step's own token count
+        self.capture_sizes: tuple[int, ...] = ()
 
     def prefill_chunk(self, model: ModelConfig, tokens: int, context_before: int, dtype: str = "bf16") -> list[Kernel]:
         _check(tokens, context_before)
@@ -126,18 +130,38 @@ class VllmRuntime(RuntimePlan):
         key = (m, t, dtype, eager)
         parts = self._parts.get(key)
         if parts is None:
-            parts = self._parts[key] = self._layer_parts(m, t, dtype, eager)
+            padded = self.padded_tokens(t, eager)
+            parts = self._layer_parts(m, padded, dtype, eager, real=t)
+            if padded != t:  # (vLLM's KV store runs the real rows: not marked)
+                parts = (_padded(parts[0], t, padded), _padded(parts[1], t, padded))
+            self._parts[key] = parts
         return [*parts[0], *attention, *parts[1]]
 
-    def _layer_parts(self, m: ModelConfig, t: int, dtype: str, eager: bool = False
+    def padded_tokens(self, t: int, eager: bool = False) -> int:
+        """The token count a step of `t` tokens runs its graph at: the smallest captured size >= t (vLLM V1
+        gpu_model_runner `pad_for_cudagraph`; SGLang CudaGraphRunner.replay's `bisect_left(capture_bs, raw_bs)`).
+        The padded rows are real rows of the persistent input buffers (stale ids of earlier steps), so the GEMMs,
+        norms, all-reduces and the MoE (routing them like tokens) run them; attention runs the real sequences
+        (padded slots -1 / seq_lens 0 or 1), and the logits only the real ones (logits_indices). Eager (no
+        graphs, SGLang's prefill) or above the largest size: unpadded."""
+        sizes = self.capture_sizes
+        if eager or not sizes or t > sizes[-1]:
+            return t
+        return sizes[bisect.bisect_left(sizes, t)]
+
+    def _layer_parts(self, m: ModelConfig, t: int, dtype: str, eager: bool = False, real: int | None = None
                      ) -> tuple[list[Kernel], list[Kernel]]:
+        """The kernels around attention at `t` tokens (a CUDA graph's padded count; `real` the step's own). vLLM's
+        KV store skips the padded rows (their slot_mapping is -1); SGLang's writes them to slot 0 (out_cache_loc
+        zeroed in CudaGraphRunner.replay), so it runs all `t`."""
         w = _weight_dtype(m, dtype)
         h = m.hidden_size
+        kv_rows = t if real is None or self.engine == "sglang" else real
         ks = [
             _norm("rms_norm_kernel", "input_norm", t, h, fused_add=False),
             *linear(w, "qkv_proj", t, m.q_dim + 2 * m.kv_dim, h),
             *self._qk_norm_rope(m, t, eager),
-            *self._kv_write(m, t, eager),
+            *self._kv_write(m, kv_rows, eager),
         ]
         after = [
             *linear(w, "o_proj", t, h, m.q_dim),
@@ -302,6 +326,13 @@ def _reshape_copy(part: str, t: int, heads: int, head_dim: int) -> list[Kernel]:
     e = t * heads * head_dim
     return [Kernel(f"direct_copy_kernel ({part}.reshape(-1, head_dim))", "qk_norm_rope", "elementwise", 0.0,
                    2 * ACT_BYTES * e, shapes=f"{part}[{t},{heads * head_dim}] -> [{t * heads},{head_dim}]", ctas=t)]
+
+
+def _padded(kernels: list[Kernel], t: int, padded: int) -> list[Kernel]:
+    """The kernels of a CUDA graph padded from `t` to `padded` tokens, saying so in their shapes (all but a KV
+    store over the `t` real rows)."""
+    return [k if k.name.startswith("reshape_and_cache") else
+            k.evolve(shapes=f"{k.shapes} (CUDA graph padded {t} -> {padded})") for k in kernels]
 
 
 def _norm(name: str, stage: str, t: int, h: int, fused_add: bool) -> Kernel:

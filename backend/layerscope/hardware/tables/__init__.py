@@ -230,6 +230,16 @@ def _fastest_by_shape(system: str, key: tuple) -> dict[tuple, float]:
     return {nk: v for (k, nk), v in table(system, "gemm").min_us.items() if k == key}
 
 
+@functools.cache
+def graph_kernel_floor_us(system: str) -> float:
+    """The shortest kernel this system's tables measured: their fastest bf16 GEMM (n 128, k 256-1024: well under a
+    microsecond of work; on the H100, H200 and B200 flat within 3% for m from 1 to 64, on the A100 its one-row GEMV),
+    timed as aiconfigurator-core times every op, back to back in a replayed CUDA graph (collector/helper.py
+    benchmark_with_power: repeat_n calls captured, the replay's time over them). It is what any kernel pays as a
+    node of a graph: launch, ramp-up, tail, the gap to the next node."""
+    return min(_fastest_by_shape(system, ("bf16",)).values())
+
+
 def _moe(system: str, op: MoeOp) -> Measured | None:
     base = (op.hidden, op.inter, op.experts, op.topk, op.moe_tp, op.ep)
     x = (float(op.tokens),)
