@@ -165,6 +165,8 @@ class KVCacheManager:
         if need <= 0 and not hits:
             self.cache_blocks(req, computed + num_new_tokens)
             return Allocation()  # the tokens fit the request's last block: most decode steps
+        if need == 1 and not hits and self._one_queue:  # a decode crossing a block boundary: most allocations
+            return self._one_block(req, table, computed + num_new_tokens)
         # cached hits no request uses are evictable: touching them takes them off that list
         reclaimable = sum(1 for b in hits if b.ref_cnt == 0) if hits else 0
         free = self.pool.num_free
@@ -182,6 +184,24 @@ class KVCacheManager:
             table += out.new_blocks
         self.version += 1
         self.cache_blocks(req, computed + num_new_tokens)
+        return out
+
+    def _one_block(self, req: Request, table: list[Block], num_tokens: int) -> Allocation | None:
+        """allocate_slots of one new block without hits, for a one-queue policy (nothing to evict up front, no
+        migrations): the same queue head, block and cache entries as the general path, in fewer calls."""
+        if self.pool.num_free + len(self.evictable) < 1:
+            return None
+        where = self.allocator.take_one(f"req{req.request_id}", "prefill" if req.is_prefill else "decode")
+        assert where is not None, f"a block for request {req.request_id}: the pool counted one free but placed none"
+        b = Block(where[0], where[1], 1)
+        self.blocks[where] = b
+        table.append(b)
+        out = Allocation([b])
+        if self._evicting:  # the queue's head was an unused cached block
+            out.evicted, self._evicting = self._evicting, []
+            self._log.append(("evict", None, out.evicted))
+        self.version += 1
+        self.cache_blocks(req, num_tokens)
         return out
 
     def _new_blocks(self, req: Request, need: int, free: int, out: Allocation) -> None:
@@ -233,9 +253,9 @@ class KVCacheManager:
         held: list[Block] = []  # blocks another request or the prefix cache keeps
         idle: list[Block] = []  # blocks no request uses any more, in eviction order
         for b in reversed(table):
-            b.ref_cnt -= 1
-            assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
-            if b.ref_cnt == 0:
+            n = b.ref_cnt = b.ref_cnt - 1
+            assert n >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
+            if n == 0:
                 idle.append(b)
                 if b.block_hash is None:
                     released.append((b.bank, b.slot))
@@ -244,14 +264,8 @@ class KVCacheManager:
         kept = _pass_to_cache(self.pool, held, owner)
         if released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
-        for b in idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
-            where = (b.bank, b.slot)
-            if b.block_hash is None:
-                self.allocator.released(*where)
-                del self.blocks[where]
-            else:
-                self.evictable[where] = b
-                self.allocator.cached_idle(*where)
+        if idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
+            self._idle(idle)
         self.allocator.tables.pop(owner, None)
         if table:
             self.version += 1
@@ -259,6 +273,19 @@ class KVCacheManager:
         if kept:
             self._log.append(("keep", rid, kept))
         return released
+
+    def _idle(self, idle: list[Block]) -> None:
+        """Blocks no request uses any more, in eviction order: cached ones become evictable, the others leave the
+        manager; the policy hears of each in that order (one call for all of them)."""
+        wheres = [(b.bank, b.slot) for b in idle]
+        cached = [b.block_hash is not None for b in idle]
+        blocks, evictable = self.blocks, self.evictable
+        for b, where, c in zip(idle, wheres, cached, strict=True):
+            if c:
+                evictable[where] = b
+            else:
+                del blocks[where]
+        self.allocator.idle_many(wheres, cached)
 
     def drain_log(self) -> list[tuple[LogKind, int | None, list[tuple[int, int]]]]:
         """Since the last call: ("free" | "keep" | "evict", request or None, slots given back | kept | evicted)."""
