@@ -85,7 +85,7 @@ class Scheduler:
                     plain_ctx(c)
                     budget -= 1
                     if caching and (c + 1) % bs == 0:  # its token fills the block: cached now, as allocate_slots
-                        self.kv.cache_blocks(r, c + 1)
+                        self.kv.cache_filled_block(r, c + 1)
                 else:
                     decodes.append(r)
             else:

@@ -201,7 +201,8 @@ class KVCacheManager:
             out.evicted, self._evicting = self._evicting, []
             self._log.append(("evict", None, out.evicted))
         self.version += 1
-        self.cache_blocks(req, num_tokens)
+        if num_tokens // self.block_size > self.num_cached_blocks.get(req.request_id, 0):  # (a decode's: never)
+            self.cache_blocks(req, num_tokens)
         return out
 
     def _new_blocks(self, req: Request, need: int, free: int, out: Allocation) -> None:
@@ -242,6 +243,25 @@ class KVCacheManager:
                 self.cached.setdefault(b.block_hash, []).append(b)
         self.num_cached_blocks[rid] = min(full, len(table))
 
+    def cache_filled_block(self, req: Request, num_tokens: int) -> None:
+        """cache_blocks(req, num_tokens) for a decode whose token, the request's last known one, fills its last
+        block (num_tokens = its known tokens, a multiple of the block size): one hash and one cache entry when
+        the blocks before it are cached and hashed already (every decode but a resumed one's), else the general
+        walk."""
+        rid, bs = req.request_id, self.block_size
+        i = num_tokens // bs - 1  # the block it fills
+        hashes, table = req.block_hashes, self.req_to_blocks.get(rid, [])
+        if self.num_cached_blocks.get(rid, 0) != i or len(hashes) != i or len(table) <= i or not self.prefix_caching:
+            self.cache_blocks(req, num_tokens)
+            return
+        h = block_hash(hashes[-1] if i else ROOT_HASH, req.token_ids[i * bs : num_tokens].tobytes())
+        hashes.append(h)
+        self.num_cached_blocks[rid] = i + 1
+        b = table[i]
+        if b.block_hash is None:
+            b.block_hash = h
+            self.cached.setdefault(h, []).append(b)
+
     def free(self, req: Request) -> list[tuple[int, int]]:
         """The request lets go of its blocks (finished or preempted), tail first so that tail blocks are
         evicted first; returns the (bank, slot) of blocks given back to the pool (the rest stay cached)."""
@@ -250,22 +270,25 @@ class KVCacheManager:
         self.num_cached_blocks.pop(rid, None)
         owner = f"req{rid}"
         released: list[tuple[int, int]] = []
-        held: list[Block] = []  # blocks another request or the prefix cache keeps
+        held: list[tuple[int, int]] = []  # slots of blocks another request or the prefix cache keeps
         idle: list[Block] = []  # blocks no request uses any more, in eviction order
+        idle_at: list[tuple[int, int]] = []  # their slots
         for b in reversed(table):
             n = b.ref_cnt = b.ref_cnt - 1
             assert n >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
+            where = (b.bank, b.slot)
             if n == 0:
                 idle.append(b)
+                idle_at.append(where)
                 if b.block_hash is None:
-                    released.append((b.bank, b.slot))
+                    released.append(where)
                     continue
-            held.append(b)
+            held.append(where)
         kept = _pass_to_cache(self.pool, held, owner)
         if released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
         if idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
-            self._idle(idle)
+            self._idle(idle, idle_at)
         self.allocator.tables.pop(owner, None)
         if table:
             self.version += 1
@@ -274,10 +297,9 @@ class KVCacheManager:
             self._log.append(("keep", rid, kept))
         return released
 
-    def _idle(self, idle: list[Block]) -> None:
-        """Blocks no request uses any more, in eviction order: cached ones become evictable, the others leave the
-        manager; the policy hears of each in that order (one call for all of them)."""
-        wheres = [(b.bank, b.slot) for b in idle]
+    def _idle(self, idle: list[Block], wheres: list[tuple[int, int]]) -> None:
+        """Blocks no request uses any more (at `wheres`), in eviction order: cached ones become evictable, the others
+        leave the manager; the policy hears of each in that order (one call for all of them)."""
         cached = [b.block_hash is not None for b in idle]
         blocks, evictable = self.blocks, self.evictable
         for b, where, c in zip(idle, wheres, cached, strict=True):
@@ -341,16 +363,19 @@ def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDi
     return OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in evictable.items())
 
 
-def _pass_to_cache(pool: BlockPool, held: list[Block], owner: str) -> list[tuple[int, int]]:
-    """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache (in one
-    vectorised retag); their (bank, slot), in order."""
+def _pass_to_cache(pool: BlockPool, held: list[tuple[int, int]], owner: str) -> list[tuple[int, int]]:
+    """Of the slots of blocks kept after `owner` let go of them, those it owned pass to the prefix cache (in one
+    vectorised retag); they are returned, in order."""
     oid = pool.known_owner_id(owner)
     if not held or oid is None:
         return []
-    banks = np.fromiter((b.bank for b in held), np.int64, len(held))
-    slots = np.fromiter((b.slot for b in held), np.int64, len(held))
+    at = np.array(held, dtype=np.int64)
+    banks, slots = at[:, 0], at[:, 1]
     mine = pool.owner[banks, slots] == oid
+    if mine.all():  # a request's own blocks: every one of them but those it found in the cache
+        pool.retag_many(banks, slots, CACHE_OWNER, 0)
+        return held
     if not mine.any():
         return []
     pool.retag_many(banks[mine], slots[mine], CACHE_OWNER, 0)
-    return [(b.bank, b.slot) for b, m in zip(held, mine.tolist(), strict=True) if m]
+    return [w for w, m in zip(held, mine.tolist(), strict=True) if m]
