@@ -46,7 +46,7 @@ ROOT_HASH = b"layerscope-prefix-root"  # the parent hash of a request's first bl
 LogKind = Literal["free", "keep", "evict"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Block:
     bank: int
     slot: int
@@ -54,7 +54,7 @@ class Block:
     block_hash: bytes | None = None  # set once the block is full and cached
 
 
-@dataclass
+@dataclass(slots=True)
 class Allocation:
     """What one allocate_slots call changed (the engine turns it into page events)."""
 

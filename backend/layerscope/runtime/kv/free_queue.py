@@ -42,9 +42,11 @@ class FreeQueueAllocator(KVAllocator):
     def _pop(self) -> tuple[int, int] | None:
         """The queue's head, made free: a cached block there is evicted; another tenant's slot is skipped."""
         q, owners = self.free_queue, self.pool.owner
-        reclaim = self._reclaim() if self._reclaim is not None else None
         while (where := q.popleft()) is not None:
-            if owners.item(where) == FREE or (reclaim is not None and reclaim(*where)):
+            if owners.item(where) == FREE:
+                return where
+            reclaim = self._reclaim() if self._reclaim is not None else None  # only for a slot still held
+            if reclaim is not None and reclaim(*where):
                 return where
         return None
 
