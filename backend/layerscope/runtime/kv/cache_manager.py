@@ -271,24 +271,32 @@ class KVCacheManager:
         owner = f"req{rid}"
         released: list[tuple[int, int]] = []
         held: list[tuple[int, int]] = []  # slots of blocks another request or the prefix cache keeps
-        idle: list[Block] = []  # blocks no request uses any more, in eviction order
-        idle_at: list[tuple[int, int]] = []  # their slots
+        idle: list[tuple[int, int]] = []  # slots of blocks no request uses any more, in eviction order
+        cached: list[bool] = []  # whether each of those stays in the prefix cache
+        blocks, evictable = self.blocks, self.evictable
         for b in reversed(table):
             n = b.ref_cnt = b.ref_cnt - 1
             assert n >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
             where = (b.bank, b.slot)
-            if n == 0:
-                idle.append(b)
-                idle_at.append(where)
-                if b.block_hash is None:
-                    released.append(where)
-                    continue
-            held.append(where)
+            if n:
+                held.append(where)
+                continue
+            idle.append(where)
+            if b.block_hash is None:  # leaves the manager
+                released.append(where)
+                cached.append(False)
+                del blocks[where]
+            else:  # stays cached, evictable
+                held.append(where)
+                cached.append(True)
+                evictable[where] = b
         kept = _pass_to_cache(self.pool, held, owner)
-        if released:  # given back in one vectorised call
+        if len(released) == 1:  # a request's partial last block, most often
+            self.pool.release(*released[0])
+        elif released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
         if idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
-            self._idle(idle, idle_at)
+            self.allocator.idle_many(idle, cached)
         self.allocator.tables.pop(owner, None)
         if table:
             self.version += 1
@@ -296,18 +304,6 @@ class KVCacheManager:
         if kept:
             self._log.append(("keep", rid, kept))
         return released
-
-    def _idle(self, idle: list[Block], wheres: list[tuple[int, int]]) -> None:
-        """Blocks no request uses any more (at `wheres`), in eviction order: cached ones become evictable, the others
-        leave the manager; the policy hears of each in that order (one call for all of them)."""
-        cached = [b.block_hash is not None for b in idle]
-        blocks, evictable = self.blocks, self.evictable
-        for b, where, c in zip(idle, wheres, cached, strict=True):
-            if c:
-                evictable[where] = b
-            else:
-                del blocks[where]
-        self.allocator.idle_many(wheres, cached)
 
     def drain_log(self) -> list[tuple[LogKind, int | None, list[tuple[int, int]]]]:
         """Since the last call: ("free" | "keep" | "evict", request or None, slots given back | kept | evicted)."""
