@@ -70,10 +70,13 @@ class AddressQueue:
     def push_many(self, wheres: Iterable[Slot]) -> None:
         """push() of each, in order: a finished request's blocks (one call for ~60 of them)."""
         tail, front, gone, fresh, banks = self.tail, self.front, self.gone, self.fresh, self.banks
-        for where in wheres:
-            if where in tail or (where[1] * banks + where[0] >= fresh and where not in gone) or where in front:
-                continue
-            tail[where] = None
+        if front or gone:
+            for where in wheres:
+                self.push(where)
+            return
+        for where in wheres:  # nothing put back at the head, nothing taken out of the fresh part's middle
+            if where[1] * banks + where[0] < fresh and where not in tail:
+                tail[where] = None
 
     def push_front(self, where: Slot) -> None:
         """At the head (an allocation that could not be served hands its slots back)."""

@@ -248,10 +248,12 @@ class KVCacheManager:
         block (num_tokens = its known tokens, a multiple of the block size): one hash and one cache entry when
         the blocks before it are cached and hashed already (every decode but a resumed one's), else the general
         walk."""
-        rid, bs = req.request_id, self.block_size
+        rid, bs, hashes = req.request_id, self.block_size, req.block_hashes
         i = num_tokens // bs - 1  # the block it fills
-        hashes, table = req.block_hashes, self.req_to_blocks.get(rid, [])
-        if self.num_cached_blocks.get(rid, 0) != i or len(hashes) != i or len(table) <= i or not self.prefix_caching:
+        table = self.req_to_blocks.get(rid)
+        if not self.prefix_caching:
+            return
+        if len(hashes) != i or table is None or len(table) <= i or self.num_cached_blocks.get(rid, 0) != i:
             self.cache_blocks(req, num_tokens)
             return
         h = block_hash(hashes[-1] if i else ROOT_HASH, req.token_ids[i * bs : num_tokens].tobytes())
