@@ -39,7 +39,7 @@ from collections import deque
 from collections.abc import Callable
 
 from layerscope.runtime.chunks import ChunkScheduler
-from layerscope.runtime.kv.cache_manager import Allocation, KVCacheManager
+from layerscope.runtime.kv.cache_manager import Allocation, KVCacheManager, cache_filled_block
 from layerscope.runtime.request import Request, RequestStatus
 from layerscope.runtime.sched_interface import ScheduledSeq, SchedulerOutput, StepResult
 
@@ -113,7 +113,7 @@ class Scheduler:
                     plain(r)  # fits its last block: most steps
                     plain_ctx(c)
                     if m == last and caching:  # its token fills the block: cached now, as allocate_slots
-                        self.kv.cache_filled_block(r, c + 1)
+                        cache_filled_block(self.kv, r, c + 1)
                 else:
                     decodes.append(r)
             else:
@@ -135,7 +135,7 @@ class Scheduler:
                     out.decode_context.append(c)
                     budget -= 1
                     if self.kv.prefix_caching and (c + 1) % bs == 0:
-                        self.kv.cache_filled_block(r, c + 1)
+                        cache_filled_block(self.kv, r, c + 1)
                 else:
                     decodes.append(r)
             else:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from layerscope.runtime.kv.block_pool import BlockPool
-from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager, block_hash
+from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager, block_hash, cache_filled_block
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.request import Request
 
@@ -219,7 +219,10 @@ def _decode_to_end(m: KVCacheManager, r: Request, fill: str) -> None:
         if c % BS == 0:
             assert m.allocate_slots(r, 1) is not None
         elif (c + 1) % BS == 0:
-            getattr(m, fill)(r, c + 1)
+            if fill == "cache_blocks":
+                m.cache_blocks(r, c + 1)
+            else:
+                cache_filled_block(m, r, c + 1)
         r.num_computed_tokens += 1
         r.num_output_tokens += 1
 
@@ -242,5 +245,5 @@ def test_a_filled_block_is_not_cached_without_prefix_caching() -> None:
     r = _req(0, [1, 2, 3], out=4)
     m.allocate_slots(r, 3)
     r.num_computed_tokens, r.num_output_tokens = 3, 1
-    m.cache_filled_block(r, 4)
+    cache_filled_block(m, r, 4)
     assert not m.cached and not r.block_hashes

@@ -85,10 +85,7 @@ class KVAllocator(ABC):
     def idle_many(self, wheres: list[tuple[int, int]], cached: list[bool]) -> None:
         """released() or cached_idle() of each slot, in order (cached[i]: the slot's block stays cached)."""
         for (bank, slot), c in zip(wheres, cached, strict=True):
-            if c:
-                self.cached_idle(bank, slot)
-            else:
-                self.released(bank, slot)
+            (self.cached_idle if c else self.released)(bank, slot)
 
     def touched(self, bank: int, slot: int) -> None:
         """An unused cached block was hit again (a one-queue policy takes it out of its queue)."""
@@ -126,13 +123,8 @@ class KVAllocator(ABC):
         return grant
 
     def take_one(self, owner: str, phase: Phase) -> tuple[int, int] | None:
-        """One page appended to `owner`'s table (allocate(owner, 1, phase)): its (bank, slot), None if full. Only a
-        policy that never migrates may be asked this way (migrations would be lost)."""
-        grant = self.allocate(owner, 1, phase)
-        if grant is None:
-            return None
-        assert not grant.migrations, f"take_one for {owner}: the policy migrated pages"
-        return grant.banks[0], grant.slots[0]
+        """allocate(owner, 1, phase)'s page as (bank, slot), None if full: for a policy that never migrates."""
+        return None if (grant := self.allocate(owner, 1, phase)) is None else (grant.banks[0], grant.slots[0])
 
     def _rollback(self, owner: str, grant: PageGrant) -> None:
         # Migrations already done stay done (data was moved, ownership is consistent); pages are returned, and a

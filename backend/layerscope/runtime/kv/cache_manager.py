@@ -166,7 +166,7 @@ class KVCacheManager:
             self.cache_blocks(req, computed + num_new_tokens)
             return Allocation()  # the tokens fit the request's last block: most decode steps
         if need == 1 and not hits and self._one_queue:  # a decode crossing a block boundary: most allocations
-            return self._one_block(req, table, computed + num_new_tokens)
+            return _one_block(self, req, table, computed + num_new_tokens)
         # cached hits no request uses are evictable: touching them takes them off that list
         reclaimable = sum(1 for b in hits if b.ref_cnt == 0) if hits else 0
         free = self.pool.num_free
@@ -184,25 +184,6 @@ class KVCacheManager:
             table += out.new_blocks
         self.version += 1
         self.cache_blocks(req, computed + num_new_tokens)
-        return out
-
-    def _one_block(self, req: Request, table: list[Block], num_tokens: int) -> Allocation | None:
-        """allocate_slots of one new block without hits, for a one-queue policy (nothing to evict up front, no
-        migrations): the same queue head, block and cache entries as the general path, in fewer calls."""
-        if self.pool.num_free + len(self.evictable) < 1:
-            return None
-        where = self.allocator.take_one(f"req{req.request_id}", "prefill" if req.is_prefill else "decode")
-        assert where is not None, f"a block for request {req.request_id}: the pool counted one free but placed none"
-        b = Block(where[0], where[1], 1)
-        self.blocks[where] = b
-        table.append(b)
-        out = Allocation([b])
-        if self._evicting:  # the queue's head was an unused cached block
-            out.evicted, self._evicting = self._evicting, []
-            self._log.append(("evict", None, out.evicted))
-        self.version += 1
-        if num_tokens // self.block_size > self.num_cached_blocks.get(req.request_id, 0):  # (a decode's: never)
-            self.cache_blocks(req, num_tokens)
         return out
 
     def _new_blocks(self, req: Request, need: int, free: int, out: Allocation) -> None:
@@ -243,27 +224,6 @@ class KVCacheManager:
                 self.cached.setdefault(b.block_hash, []).append(b)
         self.num_cached_blocks[rid] = min(full, len(table))
 
-    def cache_filled_block(self, req: Request, num_tokens: int) -> None:
-        """cache_blocks(req, num_tokens) for a decode whose token, the request's last known one, fills its last
-        block (num_tokens = its known tokens, a multiple of the block size): one hash and one cache entry when
-        the blocks before it are cached and hashed already (every decode but a resumed one's), else the general
-        walk."""
-        rid, bs, hashes = req.request_id, self.block_size, req.block_hashes
-        i = num_tokens // bs - 1  # the block it fills
-        table = self.req_to_blocks.get(rid)
-        if not self.prefix_caching:
-            return
-        if len(hashes) != i or table is None or len(table) <= i or self.num_cached_blocks.get(rid, 0) != i:
-            self.cache_blocks(req, num_tokens)
-            return
-        h = block_hash(hashes[-1] if i else ROOT_HASH, req.token_ids[i * bs : num_tokens].tobytes())
-        hashes.append(h)
-        self.num_cached_blocks[rid] = i + 1
-        b = table[i]
-        if b.block_hash is None:
-            b.block_hash = h
-            self.cached.setdefault(h, []).append(b)
-
     def free(self, req: Request) -> list[tuple[int, int]]:
         """The request lets go of its blocks (finished or preempted), tail first so that tail blocks are
         evicted first; returns the (bank, slot) of blocks given back to the pool (the rest stay cached)."""
@@ -271,27 +231,7 @@ class KVCacheManager:
         table = self.req_to_blocks.pop(rid, [])
         self.num_cached_blocks.pop(rid, None)
         owner = f"req{rid}"
-        released: list[tuple[int, int]] = []
-        held: list[tuple[int, int]] = []  # slots of blocks another request or the prefix cache keeps
-        idle: list[tuple[int, int]] = []  # slots of blocks no request uses any more, in eviction order
-        cached: list[bool] = []  # whether each of those stays in the prefix cache
-        blocks, evictable = self.blocks, self.evictable
-        for b in reversed(table):
-            n = b.ref_cnt = b.ref_cnt - 1
-            assert n >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
-            where = (b.bank, b.slot)
-            if n:
-                held.append(where)
-                continue
-            idle.append(where)
-            if b.block_hash is None:  # leaves the manager
-                released.append(where)
-                cached.append(False)
-                del blocks[where]
-            else:  # stays cached, evictable
-                held.append(where)
-                cached.append(True)
-                evictable[where] = b
+        released, held, idle, cached = _let_go(table, self.blocks, self.evictable)
         kept = _pass_to_cache(self.pool, held, owner)
         if len(released) == 1:  # a request's partial last block, most often
             self.pool.release(*released[0])
@@ -344,6 +284,76 @@ class KVCacheManager:
         if out:
             self._log.append(("evict", None, out))
         return out
+
+
+def _one_block(m: KVCacheManager, req: Request, table: list[Block], num_tokens: int) -> Allocation | None:
+    """m.allocate_slots of one new block without hits, for a one-queue policy (nothing to evict up front, no
+    migrations): the same queue head, block and cache entries as the general path, in fewer calls."""
+    if m.pool.num_free + len(m.evictable) < 1:
+        return None
+    where = m.allocator.take_one(f"req{req.request_id}", "prefill" if req.is_prefill else "decode")
+    assert where is not None, f"a block for request {req.request_id}: the pool counted one free but placed none"
+    b = Block(where[0], where[1], 1)
+    m.blocks[where] = b
+    table.append(b)
+    out = Allocation([b])
+    if m._evicting:  # the queue's head was an unused cached block
+        out.evicted, m._evicting = m._evicting, []
+        m._log.append(("evict", None, out.evicted))
+    m.version += 1
+    if num_tokens // m.block_size > m.num_cached_blocks.get(req.request_id, 0):  # (a decode's: never)
+        m.cache_blocks(req, num_tokens)
+    return out
+
+
+def cache_filled_block(m: KVCacheManager, req: Request, num_tokens: int) -> None:
+    """m.cache_blocks(req, num_tokens) for a decode whose token, the request's last known one, fills its last
+    block (num_tokens = its known tokens, a multiple of the block size): one hash and one cache entry when
+    the blocks before it are cached and hashed already (every decode but a resumed one's), else the general
+    walk."""
+    rid, bs, hashes = req.request_id, m.block_size, req.block_hashes
+    i = num_tokens // bs - 1  # the block it fills
+    table = m.req_to_blocks.get(rid)
+    if not m.prefix_caching:
+        return
+    if len(hashes) != i or table is None or len(table) <= i or m.num_cached_blocks.get(rid, 0) != i:
+        m.cache_blocks(req, num_tokens)
+        return
+    h = block_hash(hashes[-1] if i else ROOT_HASH, req.token_ids[i * bs : num_tokens].tobytes())
+    hashes.append(h)
+    m.num_cached_blocks[rid] = i + 1
+    b = table[i]
+    if b.block_hash is None:
+        b.block_hash = h
+        m.cached.setdefault(h, []).append(b)
+
+
+def _let_go(table: list[Block], blocks: dict[tuple[int, int], Block], evictable: OrderedDict[tuple[int, int], Block]
+            ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]], list[bool]]:
+    """A request lets go of its table's blocks, tail first: each one's count drops; one no request uses any more
+    leaves `blocks` (uncached) or joins `evictable` (cached). Returns the slots released to the pool, those held
+    (by another request or the cache), those idle (in eviction order) and, parallel to them, which stay cached."""
+    released: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []
+    idle: list[tuple[int, int]] = []
+    cached: list[bool] = []
+    for b in reversed(table):
+        n = b.ref_cnt = b.ref_cnt - 1
+        assert n >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
+        where = (b.bank, b.slot)
+        if n:
+            held.append(where)
+            continue
+        idle.append(where)
+        if b.block_hash is None:  # leaves the manager
+            released.append(where)
+            cached.append(False)
+            del blocks[where]
+        else:  # stays cached, evictable
+            held.append(where)
+            cached.append(True)
+            evictable[where] = b
+    return released, held, idle, cached
 
 
 def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDict[tuple[int, int], Block],
