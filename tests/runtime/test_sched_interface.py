@@ -52,3 +52,28 @@ def test_sampled_into_writes_each_requests_tokens_in_its_place_in_any_order() ->
     StepResult(sampled=[reqs[3], reqs[2]]).sampled_into(ids, in_order)
     StepResult(sampled=[reqs[1], reqs[3]]).sampled_into(ids, shuffled)  # out of step order: looked up
     assert in_order == [1, 0, 1, 0] and shuffled == [1, 0, 0, 1]
+
+
+
+def test_the_running_pass_without_a_budget_test_sorts_the_running_requests_as_the_budgeted_pass() -> None:
+    # at every step of a run (prefills, decodes filling and crossing 4-token blocks), the pass used when the budget
+    # covers every running request gives the budgeted pass's decodes, contexts, block-needing decodes and prefills
+    from layerscope.runtime.sched_interface import SchedulerOutput
+
+    kv = KVCacheManager(FreeQueueAllocator(BlockPool(2, 64)), 4, True)
+    s = Scheduler(kv, 24, 6)
+    rng = np.random.default_rng(3)
+    for i in range(6):
+        n = 3 + 2 * i
+        s.add_request(Request(i, 0.0, n, 9, rng.integers(0, 50, n + 9).astype(np.int32)))
+    seen_crossing = False
+    while s.has_unfinished():
+        fast, slow = SchedulerOutput(), SchedulerOutput()
+        decodes, prefills = s._plain_decodes(fast)
+        decodes_b, prefills_b, left = s._plain_decodes_budgeted(slow, 1000)
+        assert (fast.decodes, fast.decode_context, decodes, prefills) == \
+            (slow.decodes, slow.decode_context, decodes_b, prefills_b)
+        assert left == 1000 - len(fast.decodes)
+        seen_crossing |= bool(decodes and fast.decodes)
+        s.update_from_output(s.schedule())
+    assert seen_crossing, "some step had plain decodes and decodes crossing a block"

@@ -209,9 +209,9 @@ class ServingInstance(Instance):
         self._record_schedule(out, t)
         once_us = self._allocations(out, t)
         batch = out.batch()
-        num_tokens = out.tokens_per_seq()
-        total = sum(num_tokens)
-        decode = num_tokens.count(1)
+        allocated = [s.num_new_tokens for s in out.allocated]  # the plain decodes' are 1 each: not listed
+        total = len(out.decodes) + sum(allocated)
+        decode = len(out.decodes) + allocated.count(1)
         prefill = total - decode
         kernels = self.plan.step_kernels(self.model, batch)
         layer_us = self.timing.launch(kernels, t, "prefill" if prefill else "decode", step=self.num_steps) - t
@@ -223,7 +223,7 @@ class ServingInstance(Instance):
             cached = sum(s.num_cached_tokens for s in out.allocated) // self.page_size  # hits come with allocations
             self._step_ids = ids, sampled = out.request_ids(), [0] * len(batch)
             self.recorder.step(self.num_steps, t, layer_us, model_us, len(batch), prefill, decode, out.token_budget,
-                               ids, num_tokens, cached if self.cache.prefix_caching else None, sampled)
+                               ids, out.tokens_per_seq(), cached if self.cache.prefix_caching else None, sampled)
         st = self.stats
         i, self.num_steps = self.num_steps, self.num_steps + 1
         st.max_step_tokens = max(st.max_step_tokens, total)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from layerscope.runtime.kv.block_pool import BlockPool
-from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager, block_hash
+from layerscope.runtime.kv.cache_manager import CACHE_OWNER, KVCacheManager, block_hash, cache_filled_block
 from layerscope.runtime.kv.free_queue import FreeQueueAllocator
 from layerscope.runtime.request import Request
 
@@ -206,3 +206,44 @@ def test_the_manager_and_its_free_queue_are_freed_without_the_cyclic_collector()
     finally:
         if was:
             gc.enable()
+
+
+def _decode_to_end(m: KVCacheManager, r: Request, fill: str) -> None:
+    """Prefill r's prompt, then decode its outputs one token a step as the scheduler does: a block-boundary token
+    through allocate_slots, any other through `fill` ("cache_blocks" or "cache_filled_block") once it fills a block."""
+    m.allocate_slots(r, r.input_len)
+    r.num_computed_tokens = r.input_len
+    r.num_output_tokens = 1
+    while r.num_output_tokens < r.output_len:
+        c = r.num_computed_tokens
+        if c % BS == 0:
+            assert m.allocate_slots(r, 1) is not None
+        elif (c + 1) % BS == 0:
+            if fill == "cache_blocks":
+                m.cache_blocks(r, c + 1)
+            else:
+                cache_filled_block(m, r, c + 1)
+        r.num_computed_tokens += 1
+        r.num_output_tokens += 1
+
+
+@pytest.mark.parametrize("prompt", [2, 4, 6, 9])
+def test_a_decode_filling_its_block_caches_what_the_general_walk_caches(prompt: int) -> None:
+    walked, direct = _mgr(banks=2, per_bank=8), _mgr(banks=2, per_bank=8)
+    a, b = _req(0, list(range(prompt)), out=13), _req(0, list(range(prompt)), out=13)
+    _decode_to_end(walked, a, "cache_blocks")
+    _decode_to_end(direct, b, "cache_filled_block")
+    assert b.block_hashes == a.block_hashes and len(a.block_hashes) == (prompt + 12) // BS
+    assert {h: [(x.bank, x.slot) for x in bs] for h, bs in direct.cached.items()} == \
+        {h: [(x.bank, x.slot) for x in bs] for h, bs in walked.cached.items()}
+    assert direct.num_cached_blocks == walked.num_cached_blocks
+    assert direct.block_table(0) == walked.block_table(0)
+
+
+def test_a_filled_block_is_not_cached_without_prefix_caching() -> None:
+    m = _mgr(caching=False)
+    r = _req(0, [1, 2, 3], out=4)
+    m.allocate_slots(r, 3)
+    r.num_computed_tokens, r.num_output_tokens = 3, 1
+    cache_filled_block(m, r, 4)
+    assert not m.cached and not r.block_hashes

@@ -82,6 +82,11 @@ class KVAllocator(ABC):
         """A cached block no request uses any more (a one-queue policy appends it to its queue)."""
         return None
 
+    def idle_many(self, wheres: list[tuple[int, int]], cached: list[bool]) -> None:
+        """released() or cached_idle() of each slot, in order (cached[i]: the slot's block stays cached)."""
+        for (bank, slot), c in zip(wheres, cached, strict=True):
+            (self.cached_idle if c else self.released)(bank, slot)
+
     def touched(self, bank: int, slot: int) -> None:
         """An unused cached block was hit again (a one-queue policy takes it out of its queue)."""
         return None
@@ -116,6 +121,10 @@ class KVAllocator(ABC):
             grant.banks.append(bank)
             grant.slots.append(slot)
         return grant
+
+    def take_one(self, owner: str, phase: Phase) -> tuple[int, int] | None:
+        """allocate(owner, 1, phase)'s page as (bank, slot), None if full: for a policy that never migrates."""
+        return None if (grant := self.allocate(owner, 1, phase)) is None else (grant.banks[0], grant.slots[0])
 
     def _rollback(self, owner: str, grant: PageGrant) -> None:
         # Migrations already done stay done (data was moved, ownership is consistent); pages are returned, and a

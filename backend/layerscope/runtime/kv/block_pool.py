@@ -117,6 +117,14 @@ class BlockPool:
         self._num_free -= 1
         assert free[bank] >= 0, f"bank {bank} free count went negative"
 
+    def take_free(self, name: str, bank: int, slot: int, logical: int) -> None:
+        """take() of a slot the caller has just seen free (a free queue's head): no checks, Python ints only."""
+        oid = self._owner_ids.get(name)
+        self.owner[bank, slot] = self.owner_id(name) if oid is None else oid
+        self.logical[bank, slot] = logical
+        self.num_free_per_bank[bank] -= 1
+        self._num_free -= 1
+
     def take_many(self, name: str, banks: np.ndarray, slots: np.ndarray, logical: np.ndarray) -> None:
         """Vectorized take for slots known to be free (tenant fill, hint reservation)."""
         if np.any(self.owner[banks, slots] != FREE):

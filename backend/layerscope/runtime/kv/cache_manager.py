@@ -46,7 +46,7 @@ ROOT_HASH = b"layerscope-prefix-root"  # the parent hash of a request's first bl
 LogKind = Literal["free", "keep", "evict"]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Block:
     bank: int
     slot: int
@@ -54,7 +54,7 @@ class Block:
     block_hash: bytes | None = None  # set once the block is full and cached
 
 
-@dataclass
+@dataclass(slots=True)
 class Allocation:
     """What one allocate_slots call changed (the engine turns it into page events)."""
 
@@ -165,6 +165,8 @@ class KVCacheManager:
         if need <= 0 and not hits:
             self.cache_blocks(req, computed + num_new_tokens)
             return Allocation()  # the tokens fit the request's last block: most decode steps
+        if need == 1 and not hits and self._one_queue:  # a decode crossing a block boundary: most allocations
+            return _one_block(self, req, table, computed + num_new_tokens)
         # cached hits no request uses are evictable: touching them takes them off that list
         reclaimable = sum(1 for b in hits if b.ref_cnt == 0) if hits else 0
         free = self.pool.num_free
@@ -229,29 +231,14 @@ class KVCacheManager:
         table = self.req_to_blocks.pop(rid, [])
         self.num_cached_blocks.pop(rid, None)
         owner = f"req{rid}"
-        released: list[tuple[int, int]] = []
-        held: list[Block] = []  # blocks another request or the prefix cache keeps
-        idle: list[Block] = []  # blocks no request uses any more, in eviction order
-        for b in reversed(table):
-            b.ref_cnt -= 1
-            assert b.ref_cnt >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
-            if b.ref_cnt == 0:
-                idle.append(b)
-                if b.block_hash is None:
-                    released.append((b.bank, b.slot))
-                    continue
-            held.append(b)
+        released, held, idle, cached = _let_go(table, self.blocks, self.evictable)
         kept = _pass_to_cache(self.pool, held, owner)
-        if released:  # given back in one vectorised call
+        if len(released) == 1:  # a request's partial last block, most often
+            self.pool.release(*released[0])
+        elif released:  # given back in one vectorised call
             self.pool.release_many([b for b, _ in released], [s for _, s in released])
-        for b in idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
-            where = (b.bank, b.slot)
-            if b.block_hash is None:
-                self.allocator.released(*where)
-                del self.blocks[where]
-            else:
-                self.evictable[where] = b
-                self.allocator.cached_idle(*where)
+        if idle:  # then to the policy's free list in eviction order, cached and uncached interleaved
+            self.allocator.idle_many(idle, cached)
         self.allocator.tables.pop(owner, None)
         if table:
             self.version += 1
@@ -299,6 +286,76 @@ class KVCacheManager:
         return out
 
 
+def _one_block(m: KVCacheManager, req: Request, table: list[Block], num_tokens: int) -> Allocation | None:
+    """m.allocate_slots of one new block without hits, for a one-queue policy (nothing to evict up front, no
+    migrations): the same queue head, block and cache entries as the general path, in fewer calls."""
+    if m.pool.num_free + len(m.evictable) < 1:
+        return None
+    where = m.allocator.take_one(f"req{req.request_id}", "prefill" if req.is_prefill else "decode")
+    assert where is not None, f"a block for request {req.request_id}: the pool counted one free but placed none"
+    b = Block(where[0], where[1], 1)
+    m.blocks[where] = b
+    table.append(b)
+    out = Allocation([b])
+    if m._evicting:  # the queue's head was an unused cached block
+        out.evicted, m._evicting = m._evicting, []
+        m._log.append(("evict", None, out.evicted))
+    m.version += 1
+    if num_tokens // m.block_size > m.num_cached_blocks.get(req.request_id, 0):  # (a decode's: never)
+        m.cache_blocks(req, num_tokens)
+    return out
+
+
+def cache_filled_block(m: KVCacheManager, req: Request, num_tokens: int) -> None:
+    """m.cache_blocks(req, num_tokens) for a decode whose token, the request's last known one, fills its last
+    block (num_tokens = its known tokens, a multiple of the block size): one hash and one cache entry when
+    the blocks before it are cached and hashed already (every decode but a resumed one's), else the general
+    walk."""
+    rid, bs, hashes = req.request_id, m.block_size, req.block_hashes
+    i = num_tokens // bs - 1  # the block it fills
+    table = m.req_to_blocks.get(rid)
+    if not m.prefix_caching:
+        return
+    if len(hashes) != i or table is None or len(table) <= i or m.num_cached_blocks.get(rid, 0) != i:
+        m.cache_blocks(req, num_tokens)
+        return
+    h = block_hash(hashes[-1] if i else ROOT_HASH, req.token_ids[i * bs : num_tokens].tobytes())
+    hashes.append(h)
+    m.num_cached_blocks[rid] = i + 1
+    b = table[i]
+    if b.block_hash is None:
+        b.block_hash = h
+        m.cached.setdefault(h, []).append(b)
+
+
+def _let_go(table: list[Block], blocks: dict[tuple[int, int], Block], evictable: OrderedDict[tuple[int, int], Block]
+            ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], list[tuple[int, int]], list[bool]]:
+    """A request lets go of its table's blocks, tail first: each one's count drops; one no request uses any more
+    leaves `blocks` (uncached) or joins `evictable` (cached). Returns the slots released to the pool, those held
+    (by another request or the cache), those idle (in eviction order) and, parallel to them, which stay cached."""
+    released: list[tuple[int, int]] = []
+    held: list[tuple[int, int]] = []
+    idle: list[tuple[int, int]] = []
+    cached: list[bool] = []
+    for b in reversed(table):
+        n = b.ref_cnt = b.ref_cnt - 1
+        assert n >= 0, f"block ({b.bank}, {b.slot}) freed more often than taken"
+        where = (b.bank, b.slot)
+        if n:
+            held.append(where)
+            continue
+        idle.append(where)
+        if b.block_hash is None:  # leaves the manager
+            released.append(where)
+            cached.append(False)
+            del blocks[where]
+        else:  # stays cached, evictable
+            held.append(where)
+            cached.append(True)
+            evictable[where] = b
+    return released, held, idle, cached
+
+
 def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDict[tuple[int, int], Block],
                       m: Migration) -> OrderedDict[tuple[int, int], Block]:
     """A policy migrated a page to make room (bank-aware decode): the block follows its data, keeping its place
@@ -314,16 +371,19 @@ def _follow_migration(blocks: dict[tuple[int, int], Block], evictable: OrderedDi
     return OrderedDict(((b.bank, b.slot) if k == key else k, v) for k, v in evictable.items())
 
 
-def _pass_to_cache(pool: BlockPool, held: list[Block], owner: str) -> list[tuple[int, int]]:
-    """Of the blocks kept after `owner` let go of them, those whose slots it owned pass to the prefix cache (in one
-    vectorised retag); their (bank, slot), in order."""
+def _pass_to_cache(pool: BlockPool, held: list[tuple[int, int]], owner: str) -> list[tuple[int, int]]:
+    """Of the slots of blocks kept after `owner` let go of them, those it owned pass to the prefix cache (in one
+    vectorised retag); they are returned, in order."""
     oid = pool.known_owner_id(owner)
     if not held or oid is None:
         return []
-    banks = np.fromiter((b.bank for b in held), np.int64, len(held))
-    slots = np.fromiter((b.slot for b in held), np.int64, len(held))
+    at = np.array(held, dtype=np.int64)
+    banks, slots = at[:, 0], at[:, 1]
     mine = pool.owner[banks, slots] == oid
+    if mine.all():  # a request's own blocks: every one of them but those it found in the cache
+        pool.retag_many(banks, slots, CACHE_OWNER, 0)
+        return held
     if not mine.any():
         return []
     pool.retag_many(banks[mine], slots[mine], CACHE_OWNER, 0)
-    return [(b.bank, b.slot) for b, m in zip(held, mine.tolist(), strict=True) if m]
+    return [w for w, m in zip(held, mine.tolist(), strict=True) if m]
