@@ -49,3 +49,12 @@ def test_resumed_when_the_run_raises() -> None:
     except ValueError:
         pass
     assert gc.isenabled()
+
+
+def test_what_a_run_leaves_alive_goes_to_the_oldest_generation_untraversed() -> None:
+    with paused_gc():
+        kept = [[i] for i in range(1000)]  # tracked containers a run keeps (a memo's entries)
+    young = {id(o) for o in gc.get_objects(generation=0)}
+    assert not any(id(o) in young for o in kept)
+    oldest = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in oldest for o in kept)
