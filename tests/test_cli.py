@@ -88,3 +88,26 @@ def test_events_to_stdout_match_the_file(tmp_path, capsys: pytest.CaptureFixture
     assert "decode-pulses: article on h100-sxm" in stderr  # the summary table moves to stderr
     assert main(["run", "decode-pulses", "--events", "-", "--trace", "-"]) == 2
     assert "only one of" in capsys.readouterr().err
+
+
+def test_the_entry_point_exits_with_mains_status_and_leaves_what_it_kept_to_no_collection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from layerscope import cli
+
+    kept: list[list[int]] = []
+    monkeypatch.setattr(cli, "main", lambda: kept.append([1]) or 3)  # a command that keeps a tracked object
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            cli.entry()
+        assert exit_info.value.code == 3
+        assert gc.get_freeze_count() > 0 and not any(o is kept[0] for o in gc.get_objects())  # frozen: not tracked
+    finally:
+        gc.unfreeze()
+
+
+def test_python_dash_m_exits_with_the_commands_status() -> None:
+    bad = subprocess.run([sys.executable, "-m", "layerscope", "scenarios", "no-such-scenario"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "no-such-scenario" in bad.stderr

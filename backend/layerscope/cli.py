@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib
 import os
 import pkgutil
@@ -67,6 +68,16 @@ class _LazyCommands(argparse._SubParsersAction):
             module.add_arguments(sub)
             sub.set_defaults(_run=module.run)
         super().__call__(parser, namespace, values, option_string)
+
+
+def entry() -> NoReturn:
+    """The process's entry point (the `layerscope` script, `python -m layerscope`): main(), then exit. Everything
+    the command left alive is frozen first (gc.freeze), so that the interpreter's collections at exit skip it: after
+    a 500-request `bench` that is ~200k tracked objects, and exiting took 0.48-0.52 s of the process's ~2.3 s,
+    0.06-0.08 s frozen (bench/README.md, issue 23). Reference counting still frees it all."""
+    code = main()
+    gc.freeze()
+    raise SystemExit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
