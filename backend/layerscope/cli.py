@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from layerscope import __version__, commands
+from layerscope.runtime.gcpause import paused_gc
 
 # A tool stopped by a reader that closed its pipe (`| head`) exits as SIGPIPE would kill it: 128 + 13, quietly.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
@@ -64,7 +65,10 @@ class _LazyCommands(argparse._SubParsersAction):
                  option_string: str | None = None) -> None:
         sub = self._name_parser_map.get(values[0])
         if sub is not None and sub.get_default("_run") is None:
-            module = importlib.import_module(f"layerscope.commands.{sub.get_default('_module')}")
+            # the simulator's imports (numpy, pydantic's models) allocate ~100k long-lived objects and no garbage:
+            # the collector's ~100 passes over them meanwhile cost 45-75 ms (gc.callbacks), so it waits
+            with paused_gc():
+                module = importlib.import_module(f"layerscope.commands.{sub.get_default('_module')}")
             module.add_arguments(sub)
             sub.set_defaults(_run=module.run)
         super().__call__(parser, namespace, values, option_string)
