@@ -82,21 +82,22 @@ class _Table:
     and its grid cells, kernel source and fastest rows built, the first time that key is read (a run reads a few
     keys of a table: one GEMM dtype of three)."""
 
-    def __init__(self, op: str, groups: dict[tuple, list[list[str]]],
+    def __init__(self, op: str, groups: dict[tuple, list[str]],
                  parse: Callable[[list[str]], tuple[tuple[float, ...], float, str]],
                  ref: Callable[[tuple, str], TableRef]) -> None:
-        self._groups = groups  # typed key -> its raw rows, in file order
+        self._groups = groups  # typed key -> its rows' CSV lines, in file order (one str a row: small to keep)
         self._parse = parse  # a raw row -> (swept point, us, kernel source)
         self._ref = ref
         self._rows: dict[tuple, list[tuple[tuple[float, ...], float, str]]] = {}
-        self.grid = Grid(_PerKey(groups, self._points), monotone=SWEPT[op])
+        self.grid = Grid(_PerKey(groups, self._points, keep=False), monotone=SWEPT[op])  # the grid keeps its cells
         self.refs: Mapping[tuple, TableRef] = _PerKey(groups, self._key_ref)  # per key: where its rows come from
 
     def rows(self, key: tuple) -> list[tuple[tuple[float, ...], float, str]]:
         """(swept point, us, kernel source) per row of the key, in file order."""
         hit = self._rows.get(key)
         if hit is None:
-            hit = self._rows[key] = list(map(self._parse, self._groups[key]))
+            hit = self._rows[key] = list(map(self._parse, csv.reader(self._groups[key])))
+            self._groups[key] = []  # parsed: its strings are not needed again
         return hit
 
     def fastest(self, key: tuple) -> dict[tuple, float]:
@@ -119,10 +120,11 @@ class _Table:
 
 
 class _PerKey(Mapping[tuple, _V]):
-    """A mapping over known keys whose values are built the first time each is read."""
+    """A mapping over known keys whose values are built when read: the first time only (`keep`), or each time (a
+    reader that keeps what it builds from them)."""
 
-    def __init__(self, keys: Mapping[tuple, object], build: Callable[[tuple], _V]) -> None:
-        self._keys, self._build, self._built = keys, build, dict[tuple, _V]()
+    def __init__(self, keys: Mapping[tuple, object], build: Callable[[tuple], _V], keep: bool = True) -> None:
+        self._keys, self._build, self._keep, self._built = keys, build, keep, dict[tuple, _V]()
 
     def __getitem__(self, key: tuple) -> _V:
         try:
@@ -130,7 +132,9 @@ class _PerKey(Mapping[tuple, _V]):
         except KeyError:
             if key not in self._keys:
                 raise
-        value = self._built[key] = self._build(key)
+        value = self._build(key)
+        if self._keep:
+            self._built[key] = value
         return value
 
     def __iter__(self) -> Iterator[tuple]:
@@ -162,12 +166,16 @@ def table(system: str, op: str) -> _Table:
         b = _backend_of(op, key, backends)
         return TableRef(system, b, info["versions"][b], PACKAGE_DIR + info["sources"][backends.index(b)], source)
 
-    header, raw = _read_raw(system, op)
-    raw_key, typed_key, parse = _row_reader(op, header)
-    groups: dict[tuple, list[list[str]]] = {}
-    for r in raw:
-        groups.setdefault(raw_key(r), []).append(r)
-    return _Table(op, {typed_key(k): rs for k, rs in groups.items()}, parse, ref)
+    with gzip.open(DATA / rel, "rt") as f:
+        lines = f.read().splitlines()
+    raw_key, typed_key, parse = _row_reader(op, next(csv.reader(lines[:1])))
+    groups: dict[tuple, list[str]] = {}
+    reader = csv.reader(lines[1:])
+    for i, (line, r) in enumerate(zip(lines[1:], reader, strict=True), 1):
+        if reader.line_num != i:  # a quoted line break: a record over two lines (the extract writes none)
+            raise ValueError(f"{rel}: a record spans lines at line {i + 1}")
+        groups.setdefault(raw_key(r), []).append(line)
+    return _Table(op, {typed_key(k): ls for k, ls in groups.items()}, parse, ref)
 
 
 def read_rows(system: str, op: str) -> list[tuple[tuple, tuple[float, ...], float, str]]:
