@@ -279,9 +279,9 @@ def test_grouped_gemm_pays_the_expected_tiles_over_its_experts_rows() -> None:
     assert cm.compute_us(experts(128, 1)) == pytest.approx(cm.compute_us(experts(120, 1)), rel=0.01)  # 1 tile each
 
 
-def test_an_op_parts_price_reads_the_analytic_price_its_siblings_shares_made() -> None:
+def test_an_op_parts_price_does_not_depend_on_its_siblings_priced_before() -> None:
     """The fused MoE's kernels (OpParts of one measured op) price as a fresh model prices each alone, whichever
-    sibling comes first, at many token counts; and in any other env as that env's analytic price says."""
+    sibling comes first and whatever the model's memo of their shares holds, at many token counts, in any env."""
     g = gpu("h200")
     for tokens in (1, 7, 64, 300, 2048):
         ks = [k for k in moe_kernels(tokens, 4096, 1536, 128, 8, "bf16", MoePlacement(8, 1, "uniform"))

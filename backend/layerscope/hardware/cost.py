@@ -235,7 +235,7 @@ class CostModel:
             raise ValueError(f"GPU {gpu.name!r} has no measured kernel tables: price it with measured=False")
         self.stream_eff = gpu.stream_eff if measured and tiled else 1.0
         self.prefill_floor_us = PREFILL_ATTENTION_FLOOR_US[gpu.arch] if measured and tiled else 0.0
-        self._analytic: dict[Kernel, tuple[KernelCost, float]] = {}  # an OpPart's siblings, priced once (and HBM)
+        self._analytic: dict[Kernel, KernelCost] = {}  # an OpPart's siblings, priced once
         self._group_shares: dict[int, tuple[tuple[Kernel, ...], list[float]]] = {}  # id(OpPart.kernels) -> shares
         self.constants = constants
         self.tiled = tiled  # False: plain FLOPs / peak (the naive roofline)
@@ -307,12 +307,10 @@ class CostModel:
 
     # -- the kernel's time -----------------------------------------------------------------------------
     def cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
-        part = kernel.op if isinstance(kernel.op, OpPart) else None
-        # an OpPart's plain analytic price is also what its siblings' shares read (_shares): worked out once
-        analytic, hbm = (self._analytic_hbm_plain(kernel) if part is not None and env is DEFAULT_ENV
-                         else self._analytic_and_hbm(kernel, env))
+        analytic, hbm = self._analytic_and_hbm(kernel, env)
         if not self.measured or kernel.op is None:
             return analytic
+        part = kernel.op if isinstance(kernel.op, OpPart) else None
         hit = tables.price_on(self.gpu.tables, part.op if part else kernel.op)
         if hit is None:
             return analytic
@@ -346,14 +344,11 @@ class CostModel:
         return hit[1]
 
     def _analytic_plain(self, k: Kernel) -> KernelCost:
-        return self._analytic_hbm_plain(k)[0]
-
-    def _analytic_hbm_plain(self, k: Kernel) -> tuple[KernelCost, float]:
         c = self._analytic.get(k)
         if c is None:
             if len(self._analytic) >= ANALYTIC_MEMO:  # bounded: a long run's distinct shapes start it afresh
                 self._analytic.clear()
-            c = self._analytic[k] = self._analytic_and_hbm(k, DEFAULT_ENV)
+            c = self._analytic[k] = self.analytic_cost(k, DEFAULT_ENV)
         return c
 
     def analytic_cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
