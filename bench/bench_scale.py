@@ -62,14 +62,15 @@ def azure_trace(path: Path, rows: int = 10_000, seed: int = 0) -> None:
 
 
 def wrapped(args: list[str], runs: int) -> dict:
-    """Median wall of fresh `layerscope ...` processes, and their peak RSS: each runs through a two-line wrapper
-    that prints its own high-water mark (VmHWM) at exit."""
+    """Median wall of fresh `layerscope ...` processes, their peak RSS and their exit: each runs through a two-line
+    wrapper that prints its own high-water mark (VmHWM) and the time at its last atexit handler; exit_s is from
+    then to the process's end as this parent sees it (the interpreter's finalization: its collections, freeing)."""
     # VmHWM, not getrusage's ru_maxrss: that one keeps the forking parent's size across exec
-    code = ("import runpy, sys; sys.argv = ['layerscope'] + sys.argv[1:];"
-            "import atexit; atexit.register(lambda: sys.stderr.write('\\nPEAK_RSS_KB %s\\n' % next("
-            "ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM'))));"
+    code = ("import runpy, sys, time; sys.argv = ['layerscope'] + sys.argv[1:];"
+            "import atexit; atexit.register(lambda: sys.stderr.write('\\nPEAK_RSS_KB %s\\nEXIT_AT %r\\n' % (next("
+            "ln.split()[1] for ln in open('/proc/self/status') if ln.startswith('VmHWM')), time.time())));"
             "runpy.run_module('layerscope', run_name='__main__')")
-    walls, cpus, rss = [], [], []
+    walls, cpus, rss, exits = [], [], [], []
     out = ""
     for _ in range(runs):
         with tempfile.TemporaryFile() as o, tempfile.TemporaryFile() as e:
@@ -77,6 +78,7 @@ def wrapped(args: list[str], runs: int) -> dict:
             proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=ROOT, stdout=o, stderr=e)
             _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time, not the machine's wall share
             walls.append(time.perf_counter() - t)
+            ended = time.time()
             proc.returncode = os.waitstatus_to_exitcode(status)
             o.seek(0)
             e.seek(0)
@@ -86,9 +88,12 @@ def wrapped(args: list[str], runs: int) -> dict:
         cpus.append(usage.ru_utime + usage.ru_stime)
         kb = [int(line.split()[1]) for line in stderr.splitlines() if line.startswith("PEAK_RSS_KB")]
         rss.append(round(kb[-1] / 1024, 1) if kb else float("nan"))
+        at = [float(line.split()[1]) for line in stderr.splitlines() if line.startswith("EXIT_AT")]
+        exits.append(ended - at[-1] if at else float("nan"))
         out = stdout
     return {"wall_s_median": round(statistics.median(walls), 3), "wall_s": [round(w, 3) for w in walls],
-            "cpu_s_median": round(statistics.median(cpus), 3), "peak_rss_mib_max": max(rss), "runs": runs,
+            "cpu_s_median": round(statistics.median(cpus), 3), "exit_s_median": round(statistics.median(exits), 3),
+            "peak_rss_mib_max": max(rss), "runs": runs,
             "_stdout": out}
 
 

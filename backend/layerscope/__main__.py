@@ -1,3 +1,3 @@
-from layerscope.cli import main
+from layerscope.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -18,9 +18,10 @@ from layerscope.hardware.cost import (
     wave_quantization,
 )
 from layerscope.hardware.gpus import gpu
-from layerscope.hardware.kernel import CostEnv, Kernel
+from layerscope.hardware.kernel import CostEnv, Kernel, OpPart
 from layerscope.model.config import preset
 from layerscope.runtime.runtimes import get_runtime
+from layerscope.runtime.vllm_moe import MoePlacement, moe_kernels
 
 H100 = gpu("h100-sxm")
 QWEN = preset("qwen3-235b-a22b")
@@ -292,3 +293,22 @@ def test_grouped_gemm_pays_the_expected_tiles_over_its_experts_rows() -> None:
     per_row_grouped = cm.compute_us(experts(128, 128)) / cm.compute_us(experts(120, 128))
     assert per_row_grouped > 1.0  # 128 rows an expert spill into second tiles more often than 120
     assert cm.compute_us(experts(128, 1)) == pytest.approx(cm.compute_us(experts(120, 1)), rel=0.01)  # 1 tile each
+
+
+def test_an_op_parts_price_does_not_depend_on_its_siblings_priced_before() -> None:
+    """The fused MoE's kernels (OpParts of one measured op) price as a fresh model prices each alone, whichever
+    sibling comes first and whatever the model's memo of their shares holds, at many token counts, in any env."""
+    g = gpu("h200")
+    for tokens in (1, 7, 64, 300, 2048):
+        ks = [k for k in moe_kernels(tokens, 4096, 1536, 128, 8, "bf16", MoePlacement(8, 1, "uniform"))
+              if isinstance(k.op, OpPart)]
+        assert len(ks) > 1
+        model = CostModel(g)
+        for order in (ks, ks[::-1]):
+            for k in order:
+                alone = CostModel(g)
+                alone._shares(k.op.kernels)  # type: ignore[union-attr]  # the siblings' analytic prices, first
+                assert model.cost(k) == alone.cost(k) == CostModel(g).cost(k)
+                env = CostEnv(hbm_bw_scale=0.5, l2_warm=False)
+                assert model.cost(k, env) == CostModel(g).cost(k, env)
+        assert model.analytic_cost(ks[0]) == model._analytic_plain(ks[0])

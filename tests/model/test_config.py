@@ -90,3 +90,21 @@ def test_from_hf_errors(tmp_path: Path) -> None:
         from_hf(tmp_path)
     with pytest.raises(ValueError, match="unknown model preset"):
         preset("nope")
+
+
+def test_a_configs_cached_hash_is_the_dataclass_hash_and_stays_out_of_copies_pickles_and_dicts() -> None:
+    import copy
+    import dataclasses
+    import pickle
+
+    from layerscope.model.config import PRESETS, ModelConfig
+
+    m = PRESETS["qwen3-235b-a22b"]
+    plain = dataclasses.make_dataclass("ModelConfig", [(f.name, f.type, f) for f in dataclasses.fields(ModelConfig)],
+                                       frozen=True)
+    ref = plain(**{f.name: getattr(m, f.name) for f in dataclasses.fields(ModelConfig)})
+    assert hash(m) == hash(ref) == hash(m)
+    for other in (pickle.loads(pickle.dumps(m)), copy.copy(m), copy.deepcopy(m), m.scaled()):
+        assert "_hash" not in other.__dict__ and other == m and hash(other) == hash(m)
+    assert m.to_dict() == dataclasses.asdict(ref) and "_hash" not in m.to_dict()
+    assert hash(m.scaled(hidden_size=8)) == hash(dataclasses.replace(ref, hidden_size=8))

@@ -330,7 +330,9 @@ class CostModel:
             share = self._shares(part.kernels)[part.index]
             us *= share
             parts["share"] = share
-        if env != DEFAULT_ENV:  # contention, cold L2: the analytic model's slowdown applied to the measured time
+        # contention, cold L2: the analytic model's slowdown applied to the measured time (identity first: the
+        # default is one shared object)
+        if env is not DEFAULT_ENV and env != DEFAULT_ENV:
             plain = self._analytic_plain(kernel).time_us
             us *= analytic.time_us / plain if plain > 0 else 1.0
         # a collective's fixed_us is its analytic price; any other kernel's is a cost the plan adds on top

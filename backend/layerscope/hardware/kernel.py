@@ -2,13 +2,42 @@
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory", "overhead", "collective"]
 Bound = Literal["compute", "memory", "latency"]
 Scope = Literal["layer", "model"]
 Source = Literal["measured", "analytic"]
+_T = TypeVar("_T")
+
+
+def dict_init(cls: type[_T]) -> type[_T]:
+    """Give a frozen dataclass an __init__ that writes its fields into the instance dict directly, instead of the
+    generated one's object.__setattr__ per field (Kernel: 20 of them; a serving run builds ~13k Kernels and ~25k
+    KernelCosts). The same signature, defaults and resulting instance; for classes with no __post_init__."""
+    if hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__} has a __post_init__: dict_init would skip it")
+    ns: dict[str, Any] = {"_MISSING": dataclasses.MISSING}
+    params, body = [], []
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.default is not dataclasses.MISSING:
+            ns[f"_default_{f.name}"] = f.default
+            params.append(f"{f.name}=_default_{f.name}")
+        elif f.default_factory is not dataclasses.MISSING:
+            ns[f"_factory_{f.name}"] = f.default_factory
+            params.append(f"{f.name}=_MISSING")
+            body.append(f"    if {f.name} is _MISSING:\n        {f.name} = _factory_{f.name}()")
+        else:
+            params.append(f.name)
+        body.append(f"    d[{f.name!r}] = {f.name}")
+    exec(f"def __init__(self, {', '.join(params)}):\n    d = self.__dict__\n" + "\n".join(body), ns)
+    init = ns["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
 
 
 @dataclass(frozen=True)
@@ -105,6 +134,7 @@ class OpPart:
     index: int
 
 
+@dict_init
 @dataclass(frozen=True)
 class Kernel:
     """One kernel launch as a runtime plans it: what it computes and what it moves, not how long it takes.
@@ -149,11 +179,29 @@ class Kernel:
         new = object.__new__(Kernel)
         fields = new.__dict__
         fields.update(self.__dict__)
+        fields.pop(_HASH, None)  # the copy's fields differ: its hash is its own
         fields.update(changes)
         return new
 
+    def __hash__(self) -> int:
+        """The hash dataclass would give (of the tuple of every field), computed once per kernel: a run's memos
+        (Timing's prices, the cost model's) hash each new kernel several times, an OpPart's with its siblings'."""
+        try:
+            return self.__dict__[_HASH]
+        except KeyError:
+            h = self.__dict__[_HASH] = hash(_kernel_fields(self))
+            return h
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled and copied without the cached hash: a string's hash differs from one process to the next."""
+        state = self.__dict__.copy()
+        state.pop(_HASH, None)
+        return state
+
 
 _KERNEL_FIELDS = frozenset(Kernel.__dataclass_fields__)
+_kernel_fields = operator.attrgetter(*Kernel.__dataclass_fields__)  # every field's value, in declaration order
+_HASH = "_hash"  # Kernel.__hash__'s cache: an instance attribute, not a field (eq, repr and replace ignore it)
 
 
 @dataclass(frozen=True)
@@ -166,6 +214,7 @@ class CostEnv:
     extra_us: float = 0.0  # e.g. fixed switch-over costs
 
 
+@dict_init
 @dataclass(frozen=True)
 class KernelCost:
     kernel: Kernel

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from layerscope.deployment import DeploymentSpec, shard
 from layerscope.events import Topology
@@ -43,6 +43,7 @@ from layerscope.scenario import ScenarioSpec
 
 COMM = "comm"
 # stage -> the all-reduce after its last kernel, where each GPU holds a partial sum (RowParallelLinear, FusedMoE)
+_STAGE = attrgetter("stage")
 REDUCED_AFTER = {"o_proj": "attn_all_reduce", "experts": "moe_all_reduce", "down_proj": "mlp_all_reduce"}
 MAX_CAPTURE_TOKENS = 512  # vLLM's largest CUDA graph capture size (cudagraph_capture_sizes up to 512)
 # The sizes captured, a step padded to the next one (VllmRuntime.padded_tokens). vLLM V1 up to v0.11 (the rows'
@@ -155,6 +156,8 @@ class ShardedRuntime(RuntimePlan):
         # so Timing finds their costs by identity instead of pricing new Kernels every step
         self._outside: dict[tuple[ModelConfig, int, int], list[Kernel]] = {}
         self._all_reduce: dict[tuple[ModelConfig, int, str], Kernel] = {}
+        # (model, tokens, the step's stages) -> where with_collectives inserts which all-reduce
+        self._collectives_at: dict[tuple[ModelConfig, int, tuple[str, ...]], list[tuple[int, Kernel]]] = {}
         self._floored: dict[int, tuple[Kernel, Kernel]] = {}  # id(kernel) -> (kernel, kernel with its floor)
         self._eager_layers: dict[tuple[int, ...], tuple[list[Kernel], list[Kernel]]] = {}  # SGLang's eager layers
         # how launch_floors prices a kernel; an engine hands in its Timing's memoised cost, so that a step's new
@@ -219,14 +222,25 @@ class ShardedRuntime(RuntimePlan):
         n = self.dep.tp
         if n == 1:
             return kernels
-        stages = [k.stage for k in kernels]
+        # where the all-reduces go depends only on the stages (and model, tokens): worked out once per layout,
+        # a serving run's steps reuse it (their attention kernels differ, their stages do not)
+        stages = tuple(map(_STAGE, kernels))
+        key = (model, tokens, stages)
+        inserts = self._collectives_at.get(key)
+        if inserts is None:
+            inserts = self._collectives_at[key] = self._collective_inserts(model, tokens, stages)
+        out = list(kernels)
+        for i, k in inserts:  # from the back, so earlier indices stay put
+            out.insert(i + 1, k)
+        return out
+
+    def _collective_inserts(self, model: ModelConfig, tokens: int, stages: tuple[str, ...]
+                            ) -> list[tuple[int, Kernel]]:
+        """(index of the last kernel of each reduced stage, its all-reduce), from the back."""
         backwards, last = stages[::-1], len(stages) - 1
         # index of the last kernel of each reduced stage -> its all-reduce's stage (C-speed scans, no Python walk)
         at = {last - backwards.index(s): reduced for s, reduced in REDUCED_AFTER.items() if s in stages}
-        out = list(kernels)
-        for i in sorted(at, reverse=True):  # from the back, so earlier indices stay put
-            out.insert(i + 1, self._all_reduce_kernel(model, tokens, at[i]))
-        return out
+        return [(i, self._all_reduce_kernel(model, tokens, at[i])) for i in sorted(at, reverse=True)]
 
     def _all_reduce_kernel(self, model: ModelConfig, tokens: int, stage: str) -> Kernel:
         key = (model, tokens, stage)

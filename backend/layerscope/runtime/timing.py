@@ -14,12 +14,12 @@ from collections.abc import Callable
 from typing import Any
 
 from layerscope.events import KernelEvent, trusted_event
-from layerscope.hardware.cost import CostModel
+from layerscope.hardware.cost import DEFAULT_ENV, CostModel
 from layerscope.hardware.gpus import GPU
 from layerscope.hardware.kernel import CostEnv, Kernel, KernelCost
 
 COPY = "copy"
-PLAIN_ENV = CostEnv()
+PLAIN_ENV = DEFAULT_ENV  # the cost model's own default object: it tells it apart by identity first
 # Prices kept per GPU across runs of its default cost model (a server's, a sweep worker's, a bench's repeated runs
 # price the same shapes); a 500-request run prices ~14k, ~1-2 KB each with their kernels; past this many the memo
 # starts afresh at the next run (bounded memory: tens of MB).

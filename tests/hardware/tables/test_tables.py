@@ -179,3 +179,26 @@ def test_host_bound_reads_the_bracketing_shapes_as_a_scan_of_the_whole_table_wou
             assert got == _host_bound_by_scan("h200_sxm", op, us), (n, k, us)
             seen.add(got)
     assert seen == {True, False}  # both answers were exercised
+
+
+def test_a_table_read_key_by_key_equals_one_built_from_every_row_at_once() -> None:
+    """tables.table groups the extract's rows by key and parses a key when it is first read; the grid, the kernel
+    source and the fastest rows are those of the whole file read at once (read_rows, Grid.build), every key."""
+    from layerscope.hardware.tables.grid import Grid
+
+    for system in ("h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm"):
+        for op in tables.SWEPT:
+            rows = tables.read_rows(system, op)
+            eager = Grid.build([(k, x, us) for k, x, us, _ in rows], monotone=tables.SWEPT[op])
+            tables.table.cache_clear()
+            t = tables.table(system, op)
+            assert list(t.refs) == list(dict.fromkeys(k for k, *_ in rows))
+            for key in t.refs:
+                assert t.grid._cell(key) == eager._cell(key), (system, op, key)
+                first = next(src for k, _, _, src in rows if k == key)
+                assert t.refs[key].kernel == first
+            fastest: dict = {}
+            for key, x, us, _ in rows:
+                fastest[(key, x[1:])] = min(us, fastest.get((key, x[1:]), float("inf")))
+            assert t.min_us == fastest
+    tables.table.cache_clear()

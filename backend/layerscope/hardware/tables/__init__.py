@@ -37,10 +37,10 @@ import itertools
 import json
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from layerscope.hardware.gpus import GPUS, gpu
 from layerscope.hardware.kernel import (
@@ -67,6 +67,7 @@ MEASURED_POWER_LAWS = (1.01, 1.2)  # the exponents aiconfigurator-core measured 
 # validation against aiconfigurator-core"), where the analytic model is ~20% fast; on B200 they do not agree, so
 # B200's host-bound block-fp8 GEMMs stay analytic.
 FP8_PROXY_SYSTEMS = ("h100_sxm", "h200_sxm")
+_V = TypeVar("_V")
 
 
 @dataclass(frozen=True)
@@ -76,11 +77,71 @@ class Measured:
     parts: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
 class _Table:
-    grid: Grid
-    refs: dict[tuple, TableRef]  # per grid key: where its rows come from (the kernel source differs per key)
-    min_us: dict[tuple, float]  # per grid key: the fastest row (HOST_BOUND)
+    """One system's table of one op. The extract is read once and its rows grouped by key; a key's rows are parsed,
+    and its grid cells, kernel source and fastest rows built, the first time that key is read (a run reads a few
+    keys of a table: one GEMM dtype of three)."""
+
+    def __init__(self, op: str, groups: dict[tuple, list[str]],
+                 parse: Callable[[list[str]], tuple[tuple[float, ...], float, str]],
+                 ref: Callable[[tuple, str], TableRef]) -> None:
+        self._groups = groups  # typed key -> its rows' CSV lines, in file order (one str a row: small to keep)
+        self._parse = parse  # a raw row -> (swept point, us, kernel source)
+        self._ref = ref
+        self._rows: dict[tuple, list[tuple[tuple[float, ...], float, str]]] = {}
+        self.grid = Grid(_PerKey(groups, self._points, keep=False), monotone=SWEPT[op])  # the grid keeps its cells
+        self.refs: Mapping[tuple, TableRef] = _PerKey(groups, self._key_ref)  # per key: where its rows come from
+
+    def rows(self, key: tuple) -> list[tuple[tuple[float, ...], float, str]]:
+        """(swept point, us, kernel source) per row of the key, in file order."""
+        hit = self._rows.get(key)
+        if hit is None:
+            hit = self._rows[key] = list(map(self._parse, csv.reader(self._groups[key])))
+            self._groups[key] = []  # parsed: its strings are not needed again
+        return hit
+
+    def fastest(self, key: tuple) -> dict[tuple, float]:
+        """The key's fastest row per shape (the point without its first coordinate: a GEMM's (n, k); HOST_BOUND)."""
+        out: dict[tuple, float] = {}
+        for x, us, _ in self.rows(key) if key in self._groups else ():
+            out[x[1:]] = min(us, out.get(x[1:], math.inf))
+        return out
+
+    @property
+    def min_us(self) -> dict[tuple, float]:
+        """(key, shape) -> the fastest row, over every key (parses them all)."""
+        return {(key, shape): us for key in self._groups for shape, us in self.fastest(key).items()}
+
+    def _points(self, key: tuple) -> dict[tuple[float, ...], list[float]]:
+        return Grid.points((x, us) for x, us, _ in self.rows(key))
+
+    def _key_ref(self, key: tuple) -> TableRef:
+        return self._ref(key, self.rows(key)[0][2])  # the source its first row names
+
+
+class _PerKey(Mapping[tuple, _V]):
+    """A mapping over known keys whose values are built when read: the first time only (`keep`), or each time (a
+    reader that keeps what it builds from them)."""
+
+    def __init__(self, keys: Mapping[tuple, object], build: Callable[[tuple], _V], keep: bool = True) -> None:
+        self._keys, self._build, self._keep, self._built = keys, build, keep, dict[tuple, _V]()
+
+    def __getitem__(self, key: tuple) -> _V:
+        try:
+            return self._built[key]
+        except KeyError:
+            if key not in self._keys:
+                raise
+        value = self._build(key)
+        if self._keep:
+            self._built[key] = value
+        return value
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 @functools.cache
@@ -100,40 +161,64 @@ def table(system: str, op: str) -> _Table:
     if info is None or not (DATA / rel).exists():
         raise MissingTable(f"no measured {op} table {rel} under {DATA} (bench/extract_aic_tables.py writes it)")
     backends = info["backend"].split("+")
-    refs: dict[tuple, TableRef] = {}
-    min_us: dict[tuple, float] = {}
-    built = []
-    for key, x, us, source in read_rows(system, op):
-        built.append((key, x, us))
-        shape = (key, x[1:])
-        min_us[shape] = min(us, min_us.get(shape, math.inf))
-        if key not in refs:
-            b = _backend_of(op, key, backends)
-            refs[key] = TableRef(system, b, info["versions"][b], PACKAGE_DIR + info["sources"][backends.index(b)],
-                                 source)
-    return _Table(Grid.build(built, monotone=SWEPT[op]), refs, min_us)
+
+    def ref(key: tuple, source: str) -> TableRef:
+        b = _backend_of(op, key, backends)
+        return TableRef(system, b, info["versions"][b], PACKAGE_DIR + info["sources"][backends.index(b)], source)
+
+    with gzip.open(DATA / rel, "rt") as f:
+        lines = f.read().splitlines()
+    raw_key, typed_key, parse = _row_reader(op, next(csv.reader(lines[:1])))
+    groups: dict[tuple, list[str]] = {}
+    reader = csv.reader(lines[1:])
+    for i, (line, r) in enumerate(zip(lines[1:], reader, strict=True), 1):
+        if reader.line_num != i:  # a quoted line break: a record over two lines (the extract writes none)
+            raise ValueError(f"{rel}: a record spans lines at line {i + 1}")
+        groups.setdefault(raw_key(r), []).append(line)
+    return _Table(op, {typed_key(k): ls for k, ls in groups.items()}, parse, ref)
 
 
 def read_rows(system: str, op: str) -> list[tuple[tuple, tuple[float, ...], float, str]]:
-    """(key, swept point, us, kernel source) per row of the extract (csv.reader: DictReader is 3x slower here)."""
+    """(key, swept point, us, kernel source) per row of the extract, in file order."""
+    header, raw = _read_raw(system, op)
+    raw_key, typed_key, parse = _row_reader(op, header)
+    keys: dict[tuple[str, ...], tuple] = {}  # raw key strings -> typed key, converted once per key
+    out = []
+    for r in raw:
+        k = raw_key(r)
+        key = keys.get(k)
+        if key is None:
+            key = keys[k] = typed_key(k)
+        out.append((key, *parse(r)))
+    return out
+
+
+def _read_raw(system: str, op: str) -> tuple[list[str], list[list[str]]]:
+    """The extract's header and rows as strings (csv.reader: DictReader is 3x slower here)."""
     with gzip.open(DATA / f"{system}/{op}.csv.gz", "rt") as f:
         reader = csv.reader(f)
         header = next(reader)
-        rows = list(reader)
+        return header, list(reader)
+
+
+def _row_reader(op: str, header: list[str]) -> tuple[Callable[[list[str]], tuple[str, ...]],
+                                                       Callable[[tuple[str, ...]], tuple],
+                                                       Callable[[list[str]], tuple[tuple[float, ...], float, str]]]:
+    """For this op's extract: a row's raw key strings, a raw key's typed key, and a row's (swept point, us, kernel
+    source)."""
     key_cols, x_cols = _LAYOUT[op]
     raw_key, raw_x = _columns(header, [n for n, _ in key_cols]), _columns(header, x_cols)
     kinds = [kind for _, kind in key_cols]
-    keys: dict[tuple[str, ...], tuple] = {}  # raw key strings -> typed key, converted once per key
     us_at = header.index("us")
     source_at = next((header.index(c) for c in ("kernel", "impl") if c in header), None)
-    out = []
-    for r in rows:
-        raw = raw_key(r)
-        key = keys.get(raw)
-        if key is None:
-            key = keys[raw] = tuple(kind(v) for kind, v in zip(kinds, raw, strict=True))
-        out.append((key, tuple(map(float, raw_x(r))), float(r[us_at]), "NCCL" if source_at is None else r[source_at]))
-    return out
+
+    def typed_key(raw: tuple[str, ...]) -> tuple:
+        return tuple(kind(v) for kind, v in zip(kinds, raw, strict=True))
+
+    def parse(r: list[str]) -> tuple[tuple[float, ...], float, str]:
+        return tuple(map(float, raw_x(r))), float(r[us_at]), "NCCL" if source_at is None else r[source_at]
+
+    return raw_key, typed_key, parse
 
 
 def _columns(header: list[str], names: Sequence[str]) -> Callable[[list[str]], tuple[str, ...]]:
@@ -227,7 +312,7 @@ def _bracket(axis: tuple[float, ...], w: float) -> tuple[float | None, float | N
 @functools.cache
 def _fastest_by_shape(system: str, key: tuple) -> dict[tuple, float]:
     """One key's fastest row per (n, k): min_us without a scan of every key's shapes per lookup."""
-    return {nk: v for (k, nk), v in table(system, "gemm").min_us.items() if k == key}
+    return table(system, "gemm").fastest(key)
 
 
 @functools.cache

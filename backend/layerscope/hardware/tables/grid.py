@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 Key = tuple
@@ -39,7 +39,8 @@ class _Cells:
 class Grid:
     """Each key's cells are built the first time that key is read: a run reads a few keys of a table."""
 
-    def __init__(self, points: dict[Key, dict[Point, list[float]]], monotone: int | None = None) -> None:
+    def __init__(self, points: Mapping[Key, dict[Point, list[float]]], monotone: int | None = None) -> None:
+        """`points`: per key, the measured times at each point (a mapping may build a key's when it is read)."""
         self._points = points
         self._monotone = monotone
         self._cells: dict[Key, _Cells | None] = {}
@@ -47,12 +48,22 @@ class Grid:
     @classmethod
     def build(cls, rows: Iterable[tuple[Key, Point, float]], monotone: int | None = None) -> Grid:
         """Rows measured more than once at the same point keep their median."""
-        points: dict[Key, dict[Point, list[float]]] = {}
+        by_key: dict[Key, list[tuple[Point, float]]] = {}
         for key, x, us in rows:
+            by_key.setdefault(key, []).append((x, us))
+        points = {key: p for key, xs in by_key.items() if (p := cls.points(xs))}
+        return cls(points, monotone)
+
+    @staticmethod
+    def points(rows: Iterable[tuple[Point, float]]) -> dict[Point, list[float]]:
+        """One key's rows (point, us) as its measured times per point; rows with a coordinate or time that is not
+        positive are left out."""
+        points: dict[Point, list[float]] = {}
+        for x, us in rows:
             x = tuple(map(float, x))
             if us > 0 and all(map((0.0).__lt__, x)):  # every coordinate positive (NaN is not)
-                points.setdefault(key, {}).setdefault(x, []).append(us)
-        return cls(points, monotone)
+                points.setdefault(x, []).append(us)
+        return points
 
     def _cell(self, key: Key) -> _Cells | None:
         try:
@@ -60,7 +71,7 @@ class Grid:
         except KeyError:
             pass
         by_point = self._points.get(key)
-        cell = None if by_point is None else _build_cells(by_point, self._monotone)
+        cell = _build_cells(by_point, self._monotone) if by_point else None  # no row left: never measured
         self._cells[key] = cell
         return cell
 
@@ -72,28 +83,85 @@ class Grid:
         return None if c is None else c.axes
 
     def __call__(self, key: Key, x: Sequence[float]) -> float | None:
+        c = self._cells.get(key, _UNBUILT)
+        if c is _UNBUILT:
+            c = self._cell(key)
+        if c is None or len(x) != len(c.axes):
+            return None
+        brackets = _brackets(c, x)
+        if brackets is None:
+            return None
+        # the 2^n corners in the order `_corners` gives them, each weight the product of its dimensions' weights
+        # from the first (math.prod's order), summed in that order: the same floats as `interpolate`, without
+        # building the corner tuples (a serving run's first prices make thousands of these lookups)
+        get = c.log_us.get
+        total = 0.0
+        if len(brackets) == 1:
+            for i, w in brackets[0]:
+                y = get((i,))
+                if y is None:
+                    return None
+                total += w * y
+        elif len(brackets) == 2:
+            b0, b1 = brackets
+            for i0, w0 in b0:
+                for i1, w1 in b1:
+                    y = get((i0, i1))
+                    if y is None:
+                        return None
+                    total += w0 * w1 * y
+        elif len(brackets) == 3:
+            b0, b1, b2 = brackets
+            for i0, w0 in b0:
+                for i1, w1 in b1:
+                    for i2, w2 in b2:
+                        y = get((i0, i1, i2))
+                        if y is None:
+                            return None
+                        total += w0 * w1 * w2 * y
+        else:
+            return _interpolate(c, brackets)
+        return math.exp(total)
+
+    def interpolate(self, key: Key, x: Sequence[float]) -> float | None:
+        """The same lookup as calling the grid, through the general corner walk (any number of dimensions): the
+        reference the unrolled paths of `__call__` are tested against."""
         c = self._cell(key)
         if c is None or len(x) != len(c.axes):
             return None
-        brackets: list[tuple[tuple[int, float], ...]] = []  # per dimension: [(index, weight), ...]
-        for v, axis, log_axis in zip(x, c.axes, c.log_axes, strict=True):
-            if v <= 0 or v < axis[0] or v > axis[-1]:
-                return None
-            i = bisect.bisect_left(axis, v)
-            if axis[i] == v:
-                brackets.append(((i, 1.0),))
-                continue
-            f = (math.log(v) - log_axis[i - 1]) / (log_axis[i] - log_axis[i - 1])
-            brackets.append(((i - 1, 1.0 - f), (i, f)))
-        total = 0.0
-        for corner in _corners(brackets):
-            idx = tuple(i for i, _ in corner)
-            y = c.log_us.get(idx)
-            if y is None:
-                return None
-            w = math.prod(wt for _, wt in corner)
-            total += w * y
-        return math.exp(total)
+        brackets = _brackets(c, x)
+        return None if brackets is None else _interpolate(c, brackets)
+
+
+_UNBUILT = _Cells((), (), {})  # Grid._cells' marker for a key whose cells are not built yet
+
+
+def _brackets(c: _Cells, x: Sequence[float]) -> list[tuple[tuple[int, float], ...]] | None:
+    """Per dimension, the measured indices around x and their weights: ((i, 1.0),) on a measured value, else
+    ((i - 1, 1 - f), (i, f)) with f linear in log(x); None outside an axis."""
+    brackets: list[tuple[tuple[int, float], ...]] = []
+    for v, axis, log_axis in zip(x, c.axes, c.log_axes, strict=True):
+        if v <= 0 or v < axis[0] or v > axis[-1]:
+            return None
+        i = bisect.bisect_left(axis, v)
+        if axis[i] == v:
+            brackets.append(((i, 1.0),))
+            continue
+        f = (math.log(v) - log_axis[i - 1]) / (log_axis[i] - log_axis[i - 1])
+        brackets.append(((i - 1, 1.0 - f), (i, f)))
+    return brackets
+
+
+def _interpolate(c: _Cells, brackets: list[tuple[tuple[int, float], ...]]) -> float | None:
+    total = 0.0
+    for corner in _corners(brackets):
+        idx = tuple(i for i, _ in corner)
+        y = c.log_us.get(idx)
+        if y is None:
+            return None
+        w = math.prod(wt for _, wt in corner)
+        total += w * y
+    return math.exp(total)
 
 
 def _build_cells(by_point: dict[Point, list[float]], monotone: int | None) -> _Cells:
