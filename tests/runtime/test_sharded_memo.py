@@ -40,7 +40,8 @@ def _plain_step(plan: ShardedRuntime, model: ModelConfig, batch: list[tuple[int,
     tokens = sum(n for n, _ in batch)
     prefill = tokens > len(batch) or any(c == 0 for _, c in batch)
     eager = prefill and plan.dep.engine == "sglang"
-    return plan.launch_floors(_plain_collectives(plan, model, ks, tokens), tokens, eager)
+    padded = plan.padded_tokens(tokens, eager)  # the graph's all-reduces run the padded rows
+    return plan.launch_floors(_plain_collectives(plan, model, ks, padded), tokens, eager)
 
 
 @pytest.mark.parametrize("model_name", ["qwen3-235b-a22b", "qwen3-30b-a3b", "small"])
