@@ -98,11 +98,6 @@ def test_the_entry_point_exits_with_mains_status_and_leaves_what_it_kept_to_no_c
 
     kept: list[list[int]] = []
     monkeypatch.setattr(cli, "main", lambda: kept.append([1]) or 3)  # a command that keeps a tracked object
-
-    def leave(code: int) -> None:  # in this process (pytest's): no os._exit
-        raise SystemExit(code)
-
-    monkeypatch.setattr(cli, "_leave", leave)
     try:
         with pytest.raises(SystemExit) as exit_info:
             cli.entry()
@@ -110,20 +105,6 @@ def test_the_entry_point_exits_with_mains_status_and_leaves_what_it_kept_to_no_c
         assert gc.get_freeze_count() > 0 and not any(o is kept[0] for o in gc.get_objects())  # frozen: not tracked
     finally:
         gc.unfreeze()
-
-
-def test_the_entry_point_runs_the_atexit_handlers_and_flushes_before_it_leaves() -> None:
-    """entry() ends the process with os._exit: what the handlers print and what the command wrote still come out,
-    in order, and the status is the command's."""
-    code = ("import atexit, sys; atexit.register(lambda: print('handler ran')); from layerscope.cli import entry; "
-            "sys.argv = ['layerscope', 'scenarios']; entry()")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    listed = subprocess.run([sys.executable, "-m", "layerscope", "scenarios"], capture_output=True, text=True)
-    assert done.returncode == 0 == listed.returncode and listed.stdout.strip()
-    assert done.stdout == listed.stdout + "handler ran\n"
-    bad = subprocess.run([sys.executable, "-c", code.replace("'scenarios']", "'scenarios', 'no-such']")],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "no-such" in bad.stderr and bad.stdout == "handler ran\n"
 
 
 def test_python_dash_m_exits_with_the_commands_status() -> None:

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import argparse
 import ast
-import atexit
 import gc
 import importlib
 import os
 import pkgutil
 import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -83,25 +81,7 @@ def entry() -> NoReturn:
     0.06-0.08 s frozen (bench/README.md, issue 23). Reference counting still frees it all."""
     code = main()
     gc.freeze()
-    _leave(code)
-
-
-def _leave(code: int) -> NoReturn:
-    """Exit with `code`. With no other thread to wait for, the process ends as soon as the atexit handlers have run
-    and stdout and stderr are flushed (os._exit): the interpreter's teardown of the modules and the heap that
-    follows would only free memory the kernel takes back anyway, 0.06-0.15 s after a 500-request `bench` even with
-    the heap frozen (bench/README.md, issue 23). Otherwise (threads still running) the usual SystemExit."""
-    if threading.active_count() > 1:
-        raise SystemExit(code)
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BrokenPipeError:
-            code = code or EXIT_BROKEN_PIPE
-        except (OSError, ValueError):  # closed, or not a real file: nothing left to flush
-            pass
-    os._exit(code)
+    raise SystemExit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
