@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
+import logging
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -15,8 +17,9 @@ from layerscope import scenario as scn
 from layerscope.model.config import NUMERIC_PRESETS, PRESETS
 from layerscope.paths import frontend_dir
 from layerscope.protocol import RunRequest
-from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run
+from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run, requested_spec
 
+log = logging.getLogger("layerscope.server")
 router = APIRouter()
 THEMES = ("dark", "light")  # the dashboard's themes (frontend/static/js/palette.js), chosen with ?theme=
 
@@ -86,6 +89,9 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
     answered with: the page fetches it while its scripts arrive, then sends `load` with `loaded: false`."""
     if name not in scn.preset_names():
         raise HTTPException(404, f"unknown scenario {name!r}; presets: {', '.join(scn.preset_names())}")
+    stored = await _from_disk(request.app, RunRequest(scenario=name))
+    if stored is not None:
+        return Response(stored, media_type="application/json", headers={"Cache-Control": "no-store"})
     try:
         run = await load_run(request.app.state.runs, request.app.state.settings, RunRequest(scenario=name))
     except ServerBusy as e:
@@ -95,6 +101,34 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
     except CommandError as e:
         raise HTTPException(422, str(e)) from None
     return Response(run.loaded.text, media_type="application/json", headers={"Cache-Control": "no-store"})
+
+
+async def _from_disk(app: Any, req: RunRequest) -> str | None:
+    """A preset's `loaded` text from the on-disk cache (server/diskcache.py) when its run is not in memory; its run
+    is then simulated in the background, so the websocket's `load` that follows finds it (or waits on it)."""
+    disk = app.state.prepared
+    if disk is None:
+        return None
+    try:
+        spec = requested_spec(req)
+    except CommandError:
+        return None  # load_run says why
+    if app.state.runs.cached(spec) is not None:
+        return None
+    text = await asyncio.to_thread(disk.get, spec)
+    if text is None or len(text) > app.state.settings.max_loaded_bytes:
+        return None
+    task = asyncio.create_task(_load_quietly(app, req))
+    app.state.background.add(task)
+    task.add_done_callback(app.state.background.discard)
+    return text
+
+
+async def _load_quietly(app: Any, req: RunRequest) -> None:
+    try:
+        await load_run(app.state.runs, app.state.settings, req)
+    except Exception as e:  # the page's own websocket `load` of it reports the error to the viewer
+        log.info("background load of %s: %s", req.scenario, e)
 
 
 @router.get("/vendor/plotly.min.js", include_in_schema=False)
