@@ -36,11 +36,13 @@ def _wait_files(folder: Path, n: int) -> list[Path]:
     raise AssertionError(f"fewer than {n} files in {folder}")
 
 
-def _first_screen(folder: Path, simulate=fake_simulate) -> tuple[str, object]:
+def _first_screen(folder: Path, simulate=fake_simulate, encoding: str = "gzip") -> tuple[str, object]:
     """GET /api/loaded/NAME on a new server (a cold start) and its app, once the run is written to disk."""
     app = build_app(_settings(folder), simulate)
     with TestClient(app) as client:
-        text = client.get(f"/api/loaded/{NAME}").text
+        r = client.get(f"/api/loaded/{NAME}", headers={"Accept-Encoding": encoding})
+        assert r.status_code == 200 and r.headers.get("content-encoding", "identity") in (encoding, "identity")
+        text = r.text
         with client.websocket_connect("/ws") as ws:  # the page's own load: the run plays
             ws.send_json({"type": "load", "scenario": NAME, "loaded": False})
             assert ws.receive_json()["type"] == "state"
@@ -60,6 +62,8 @@ def test_a_cold_server_serves_a_preset_from_disk_byte_for_byte_as_a_fresh_prepar
     assert app2.state.prepared.hits == 1  # from disk ...
     assert app2.state.runs.simulations == 1  # ... and the run simulated beside it, for playback
     assert app2.state.prepared.written == 0  # a whole file is not written again
+    plain, app3 = _first_screen(folder, encoding="identity")  # a client that takes no gzip gets the text
+    assert plain == fresh and app3.state.prepared.hits == 1
 
 
 def test_the_key_is_the_scenarios_content_seed_simulator_and_code(presets_dir: Path, tmp_path: Path) -> None:

@@ -83,16 +83,22 @@ class PreparedCache:
 
     def get(self, spec: ScenarioSpec) -> str | None:
         """The `loaded` text stored for `spec`, or None (none, or one that does not decompress whole: removed)."""
-        text = self._read(self.path(spec))
-        if text is None:
+        found = self.get_gzip(spec)
+        return None if found is None else found[1]
+
+    def get_gzip(self, spec: ScenarioSpec) -> tuple[bytes, str] | None:
+        """The file as stored (gzip, what an HTTP answer can carry as it is) and its text, checked whole; or None."""
+        found = self._read(self.path(spec))
+        if found is None:
             self.misses += 1
         else:
             self.hits += 1
-        return text
+        return found
 
-    def _read(self, path: Path) -> str | None:
+    def _read(self, path: Path) -> tuple[bytes, str] | None:
         try:
-            text = gzip.decompress(path.read_bytes()).decode("utf-8")
+            raw = path.read_bytes()
+            text = gzip.decompress(raw).decode("utf-8")
             if not text:  # an empty file decompresses to nothing: no run's text is empty
                 raise EOFError("empty")
         except FileNotFoundError:
@@ -104,7 +110,7 @@ class PreparedCache:
             return None
         with contextlib.suppress(OSError):
             os.utime(path)  # used now: evicted last
-        return text
+        return raw, text
 
     def put(self, spec: ScenarioSpec, text: str) -> bool:
         """Store `text` for `spec` unless a whole file is there already; then evict past max_bytes. False when the
