@@ -172,6 +172,7 @@ def main() -> None:
     ap.add_argument("--scenario", default="all", help="a preset, presets separated by commas, or 'all'")
     ap.add_argument("--runs", type=int, default=1, help="warm visits per preset (the median is reported)")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--skip-warm", action="store_true")
     ap.add_argument("--disk-cache", choices=["both", "empty", "filled"], default="both",
                     help="cold passes: with an empty on-disk cache of prepared presets, a filled one, or both")
     ap.add_argument("--paired", type=Path, help="another checkout's root: warm visits paired with its server")
@@ -186,6 +187,13 @@ def main() -> None:
             return
         if not args.skip_cold:
             cold_passes(browser, names, args.disk_cache, results)
+        if args.skip_warm:
+            browser.close()
+            print(json.dumps({"bench": "first_screen", "presets": len(names),
+                              **{f"{k}_median_ms": round(statistics.median(v), 1) for k, v in results.items() if v},
+                              **{f"{k}_worst_ms": max(v) for k, v in results.items() if v},
+                              "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}))
+            return
         os.environ.pop("LAYERSCOPE_PREPARED_CACHE_DIR", None)  # warm: the checkout's folder; each preset is
         # visited once before it is timed, so the timed visit finds its run in memory
         port = free_port()
