@@ -43,7 +43,6 @@ def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: 
     app.state.settings = settings
     app.state.simulator = simulator
     app.state.prepared = prepared_cache(simulator, settings)
-    app.state.background = set()  # tasks nobody awaits (a run simulated after its first screen came from disk)
     app.state.runs = RunCache(
         simulator,
         settings.cache_runs,

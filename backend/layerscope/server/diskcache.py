@@ -1,7 +1,7 @@
 """Prepared presets kept on disk: each preset's `loaded` message (its first screen), gzipped, across restarts.
 
     GET /api/loaded/NAME ─▶ in memory? ─▶ the run's text
-                         └▶ on disk?   ─▶ the file's text at once, the run simulated meanwhile for playback
+                         └▶ on disk?   ─▶ the file as it is (gzip); the run is simulated at the page's `load`
     a preset prepared (a visit, --prewarm) ─▶ its text written here, in the background
 
 A cold server simulated a heavy preset before its first screen (two-nodes-wide-ep 5.6 s, two-node-1p3d 4.1 s:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gzip
-import logging
 from functools import cache
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -12,7 +11,6 @@ from typing import Annotated, Any, get_args
 from fastapi import APIRouter, HTTPException, Request
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse, Response
-from starlette.background import BackgroundTask
 
 from layerscope import scenario as scn
 from layerscope.model.config import NUMERIC_PRESETS, PRESETS
@@ -20,7 +18,6 @@ from layerscope.paths import frontend_dir
 from layerscope.protocol import RunRequest
 from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run, requested_spec
 
-log = logging.getLogger("layerscope.server")
 router = APIRouter()
 THEMES = ("dark", "light")  # the dashboard's themes (frontend/static/js/palette.js), chosen with ?theme=
 
@@ -91,14 +88,12 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
     if name not in scn.preset_names():
         raise HTTPException(404, f"unknown scenario {name!r}; presets: {', '.join(scn.preset_names())}")
     stored = await _from_disk(request.app, RunRequest(scenario=name))
-    if stored is not None:  # the run is simulated once the answer is sent, not while it is (same interpreter)
+    if stored is not None:
         gz, text = stored
-        later = BackgroundTask(_load_in_background, request.app, RunRequest(scenario=name))
         headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
         if "gzip" in request.headers.get("accept-encoding", ""):  # the file as it is: 1.7 MB instead of 11 MB
-            return Response(gz, media_type="application/json", headers={**headers, "Content-Encoding": "gzip"},
-                            background=later)
-        return Response(text, media_type="application/json", headers=headers, background=later)
+            return Response(gz, media_type="application/json", headers={**headers, "Content-Encoding": "gzip"})
+        return Response(text, media_type="application/json", headers=headers)
     try:
         run = await load_run(request.app.state.runs, request.app.state.settings, RunRequest(scenario=name))
     except ServerBusy as e:
@@ -112,7 +107,9 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
 
 async def _from_disk(app: Any, req: RunRequest) -> tuple[bytes, str] | None:
     """A preset's `loaded` message from the on-disk cache (server/diskcache.py), gzipped and as text, when its run
-    is not in memory (its run is then simulated in the background: _load_in_background)."""
+    is not in memory. Its run is simulated when the page's websocket `load` comes (once its scripts have run), not
+    now: a simulation started here held the interpreter while the page's modules were still being served, and
+    the first screens from disk took longer (paired, bench/README.md "First screen, fifth round")."""
     disk = app.state.prepared
     if disk is None:
         return None
@@ -126,21 +123,6 @@ async def _from_disk(app: Any, req: RunRequest) -> tuple[bytes, str] | None:
     if found is None or len(found[1]) > app.state.settings.max_loaded_bytes:
         return None
     return found
-
-
-async def _load_in_background(app: Any, req: RunRequest) -> None:
-    """After a first screen from disk: the run simulated now, so the websocket's `load` that follows finds it (or
-    waits on it), without holding up the answer's own sending."""
-    task = asyncio.create_task(_load_quietly(app, req))
-    app.state.background.add(task)
-    task.add_done_callback(app.state.background.discard)
-
-
-async def _load_quietly(app: Any, req: RunRequest) -> None:
-    try:
-        await load_run(app.state.runs, app.state.settings, req)
-    except Exception as e:  # the page's own websocket `load` of it reports the error to the viewer
-        log.info("background load of %s: %s", req.scenario, e)
 
 
 @router.get("/vendor/plotly.min.js", include_in_schema=False)
