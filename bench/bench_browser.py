@@ -57,9 +57,44 @@ def top_self_time(profile: dict, n: int) -> list[list]:
     return [[k, round(v, 1), round(v / total, 3)] for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:n]]
 
 
-def measure(browser, port: int, scenario: str, play_s: float, query: str, profile: int = 0) -> dict:
+def trace_sums(raw: bytes, n: int) -> list[list]:
+    """The n trace event names with the most time on the renderer's main thread in a Chromium trace:
+    [name, ms, count]. Complete events ('X') by their duration, begin/end pairs ('B'/'E') by their span."""
+    events = json.loads(raw)
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    main = {(e["pid"], e["tid"]) for e in events
+            if e.get("ph") == "M" and e.get("name") == "thread_name" and e["args"].get("name") == "CrRendererMain"}
+    ms: dict[str, float] = {}
+    count: dict[str, int] = {}
+    open_: dict[tuple, list] = {}
+    for e in events:
+        key = (e.get("pid"), e.get("tid"))
+        if key not in main:
+            continue
+        ph, name = e.get("ph"), e.get("name", "")
+        if ph == "X":
+            dur = e.get("dur", 0) / 1000.0
+        elif ph == "B":
+            open_.setdefault(key, []).append(e)
+            continue
+        elif ph == "E" and open_.get(key):
+            b = open_[key].pop()
+            name, dur = b.get("name", ""), (e["ts"] - b["ts"]) / 1000.0
+        else:
+            continue
+        ms[name] = ms.get(name, 0.0) + dur
+        count[name] = count.get(name, 0) + 1
+    return [[k, round(v, 1), count[k]] for k, v in sorted(ms.items(), key=lambda kv: -kv[1])[:n]]
+
+
+TRACE_CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "blink", "cc", "toplevel"]
+
+
+def measure(browser, port: int, scenario: str, play_s: float, query: str, profile: int = 0,
+            trace: int = 0) -> dict:
     """Open one preset, play it over play_s wall seconds, return its figures (and, profile > 0, the functions
-    with the most self time during playback, from Chrome's sampling profiler)."""
+    with the most self time during playback, from Chrome's sampling profiler; trace > 0, the trace event names
+    with the most main-thread time during playback, from a Chromium performance trace)."""
     page = browser.new_context(viewport={"width": 1600, "height": 1200}).new_page()
     page.add_init_script(LONGTASKS)
     page.goto(f"http://127.0.0.1:{port}/?scenario={scenario}" + (f"&{query}" if query else ""))
@@ -81,11 +116,14 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str, profil
         cdp = page.context.new_cdp_session(page)
         cdp.send("Profiler.enable")
         cdp.send("Profiler.start")
+    if trace:
+        browser.start_tracing(page=page, categories=TRACE_CATEGORIES)
     raf0, frames0, t0 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
     page.get_by_test_id("play").click()
     wait(page, f"{STORE}.ended", timeout_s=play_s * 10 + 30)
     raf1, frames1, t1 = page.evaluate(f"() => [{stats}.raf, {stats}.frames, performance.now()]")
     hot = top_self_time(cdp.send("Profiler.stop")["profile"], profile) if cdp else None
+    sums = trace_sums(browser.stop_tracing(), trace) if trace else None
     grid = page.locator("#banks-info").inner_text()
     kernels = page.evaluate(f"() => {STORE}.runs.reduce((n, r) => n + r.kernel.length, 0)")
     # serving runs: requests in the lanes, the most running in one step, and the serving views' redraws
@@ -120,6 +158,7 @@ def measure(browser, port: int, scenario: str, play_s: float, query: str, profil
         "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
         **({"profile_self_ms": hot} if hot is not None else {}),
+        **({"trace_main_thread_ms": sums} if sums is not None else {}),
     }
 
 
@@ -133,6 +172,8 @@ def main() -> None:
     ap.add_argument("--play-s", type=float, default=5.0)
     ap.add_argument("--profile", type=int, default=0, metavar="N",
                     help="also list the N functions with the most self time during playback (CPU profile)")
+    ap.add_argument("--trace", type=int, default=0, metavar="N",
+                    help="also list the N trace event names with the most main-thread time during playback")
     ap.add_argument("--query", default="", help="extra settings for the page URL, e.g. 'gpu=b200&free_hbm_gib=100'")
     args = ap.parse_args()
     names = preset_names() if args.scenario == "all" else [args.scenario]
@@ -143,7 +184,7 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             for name in names:
                 try:
-                    line = measure(browser, port, name, args.play_s, args.query, args.profile)
+                    line = measure(browser, port, name, args.play_s, args.query, args.profile, args.trace)
                 except TimeoutError as e:  # one preset that does not load or end is reported, the rest still run
                     line = {"bench": "browser", "scenario": name, "error": str(e)}
                 print(json.dumps(line), flush=True)

@@ -3,7 +3,9 @@ frame after the timeline was drawn with the run's data (its kernels on the plot,
 
 Two passes over the presets, each page in a new browser context (no HTTP cache):
 - cold: a fresh `layerscope serve` per preset, the page opened as soon as /healthz answers (the server has
-  simulated nothing it was not warming up on its own);
+  simulated nothing it was not warming up on its own), twice: `cold_empty` with an empty on-disk cache of prepared
+  presets (server/diskcache.py; a folder of its own per preset under .cache/bench-first-screen/), then
+  `cold_filled` with a folder holding what the first servers wrote (`--disk-cache empty|filled` for one of them);
 - warm: one server, every preset opened once to warm it, then each opened again and timed.
 Prints one JSON line per preset and pass, then a summary line (median and worst per pass).
 
@@ -20,9 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
+import time
 import urllib.request
 from pathlib import Path
 
@@ -122,6 +126,43 @@ def paired(browser, names: list[str], runs: int, other: Path) -> None:
                       "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}))
 
 
+DISK = Path(__file__).resolve().parent.parent / ".cache" / "bench-first-screen"  # gitignored, inside the checkout
+
+
+def cold_passes(browser, names: list[str], which: str, results: dict[str, list[float]]) -> None:
+    """A fresh server per preset: with an empty on-disk cache (a folder of its own, whose files then join the
+    filled folder), then with the filled folder; each line says whether the first screen came from disk."""
+    filled = DISK / "filled"
+    if which != "filled":
+        shutil.rmtree(DISK, ignore_errors=True)
+    filled.mkdir(parents=True, exist_ok=True)
+    for label in ("empty", "filled"):
+        if which not in ("both", label):
+            continue
+        for name in names:
+            folder = DISK / f"empty-{name}" if label == "empty" else filled
+            folder.mkdir(parents=True, exist_ok=True)
+            os.environ["LAYERSCOPE_PREPARED_CACHE_DIR"] = str(folder)
+            port = free_port()
+            proc = start_server(port, compression=False, prewarm=True)
+            try:
+                r = first_screen_ms(browser, port, name)
+                if label == "empty":  # the visited preset's file written before the server stops
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/api/loaded/{name}", timeout=60).read()
+                    time.sleep(1.0)
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/debug/sessions", timeout=10) as resp:
+                    r["from_disk"] = json.loads(resp.read())["prepared_disk_hits"] > 0
+            finally:
+                stop(proc)
+            if label == "empty":
+                for f in folder.glob("*.json.gz"):
+                    f.replace(filled / f.name)
+                shutil.rmtree(folder, ignore_errors=True)
+            results[f"cold_{label}"].append(r["first_screen_ms"])
+            print(json.dumps({"bench": "first_screen", "pass": f"cold_{label}", "scenario": name, **r,
+                              "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
@@ -131,10 +172,13 @@ def main() -> None:
     ap.add_argument("--scenario", default="all", help="a preset, presets separated by commas, or 'all'")
     ap.add_argument("--runs", type=int, default=1, help="warm visits per preset (the median is reported)")
     ap.add_argument("--skip-cold", action="store_true")
+    ap.add_argument("--skip-warm", action="store_true")
+    ap.add_argument("--disk-cache", choices=["both", "empty", "filled"], default="both",
+                    help="cold passes: with an empty on-disk cache of prepared presets, a filled one, or both")
     ap.add_argument("--paired", type=Path, help="another checkout's root: warm visits paired with its server")
     args = ap.parse_args()
     names = preset_names() if args.scenario == "all" else args.scenario.split(",")
-    results: dict[str, list[float]] = {"cold": [], "warm": []}
+    results: dict[str, list[float]] = {"cold_empty": [], "cold_filled": [], "warm": []}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         if args.paired:
@@ -142,16 +186,16 @@ def main() -> None:
             browser.close()
             return
         if not args.skip_cold:
-            for name in names:
-                port = free_port()
-                proc = start_server(port, compression=False, prewarm=True)
-                try:
-                    r = first_screen_ms(browser, port, name)
-                finally:
-                    stop(proc)
-                results["cold"].append(r["first_screen_ms"])
-                print(json.dumps({"bench": "first_screen", "pass": "cold", "scenario": name, **r,
-                                  "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+            cold_passes(browser, names, args.disk_cache, results)
+        if args.skip_warm:
+            browser.close()
+            print(json.dumps({"bench": "first_screen", "presets": len(names),
+                              **{f"{k}_median_ms": round(statistics.median(v), 1) for k, v in results.items() if v},
+                              **{f"{k}_worst_ms": max(v) for k, v in results.items() if v},
+                              "cpus": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2)}))
+            return
+        os.environ.pop("LAYERSCOPE_PREPARED_CACHE_DIR", None)  # warm: the checkout's folder; each preset is
+        # visited once before it is timed, so the timed visit finds its run in memory
         port = free_port()
         proc = start_server(port, compression=False, prewarm=True)
         try:

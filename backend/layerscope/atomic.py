@@ -55,3 +55,22 @@ def _mode_for(path: Path) -> int:
 def _remove(tmp: str) -> None:
     with contextlib.suppress(OSError):
         os.unlink(tmp)
+
+
+def write_bytes_atomic(path: Path | str, data: bytes) -> None:
+    """`data` into `path` as atomic_writer writes text: a temporary in the same folder, renamed over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _mode_for(path))
+        os.replace(tmp, path)
+    except OSError as e:
+        _remove(tmp)
+        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
+    except BaseException:
+        _remove(tmp)
+        raise

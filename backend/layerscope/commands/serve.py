@@ -18,6 +18,7 @@ from layerscope.runtime.budget import estimate_work
 from layerscope.runtime.engine import simulate as engine_simulate
 from layerscope.runtime.sharded import run_topology
 from layerscope.server.app import create_app
+from layerscope.server.diskcache import default_dir
 from layerscope.server.runs import Simulate, Simulator
 from layerscope.server.security import header_deadline_protocol
 from layerscope.server.settings import Settings
@@ -45,6 +46,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="pay the engine's one-off costs before answering, then simulate every preset in the background, so a "
         "first visit finds its run ready (`make run` does; default off: a server started for tests or scripts "
         "simulates only what it is asked)",
+    )
+    p.add_argument(
+        "--cache-dir", default=None, metavar="DIR",
+        help="keep each preset's prepared first screen here, gzipped, across restarts, so a cold server shows it "
+        "without simulating first (default: .cache/prepared/ in the checkout; '' keeps none)",
     )
     p.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -123,7 +129,10 @@ def run(args: argparse.Namespace) -> int:
         max_connections=args.max_connections,
         header_timeout_s=args.header_timeout,
         graceful_shutdown_s=args.timeout_graceful_shutdown,
+        prepared_cache_dir=args.cache_dir,
     )
+    if settings.prepared_cache_dir is None:  # neither the flag nor LAYERSCOPE_PREPARED_CACHE_DIR: the checkout's
+        settings = settings.model_copy(update={"prepared_cache_dir": str(default_dir() or "")})
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("layerscope").setLevel(args.log_level.upper())
     print(f"LayerScope dashboard on http://{settings.host}:{settings.port}  (Ctrl-C to stop)", flush=True)

@@ -174,8 +174,9 @@ def healthz() -> dict[str, str]:
 @router.get("/api/debug/sessions", tags=["ops"])
 async def debug_sessions(request: Request) -> dict[str, int]:
     """Live websocket sessions and their tasks, asyncio tasks in the server, the longest client queue,
-    snapshots dropped for slow readers; simulations run and runs cached (leak and load checks)."""
-    live, runs = request.app.state.live, request.app.state.runs
+    snapshots dropped for slow readers; simulations run and runs cached (leak and load checks); first screens
+    served from the on-disk cache of prepared presets and files written there."""
+    live, runs, disk = request.app.state.live, request.app.state.runs, request.app.state.prepared
     queues = [s.queue for s in live.open]
     return {
         "sessions": live.sessions,
@@ -188,4 +189,6 @@ async def debug_sessions(request: Request) -> dict[str, int]:
         "cached_runs": len(runs),
         "memory_events": runs.memory_events,
         "exports_built": request.app.state.exports.built,
+        "prepared_disk_hits": disk.hits if disk is not None else 0,
+        "prepared_disk_written": disk.written if disk is not None else 0,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -17,6 +18,7 @@ from layerscope import __version__
 from layerscope.paths import frontend_dir
 from layerscope.protocol import MAX_REPLAY_BYTES
 from layerscope.server import api, breakeven, pages, sweep, ws
+from layerscope.server.diskcache import PreparedCache
 from layerscope.server.load import scrub
 from layerscope.server.prewarm import hold_the_library, start_prewarm
 from layerscope.server.runs import ExportCache, RunCache, Simulator
@@ -40,6 +42,7 @@ def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: 
     )
     app.state.settings = settings
     app.state.simulator = simulator
+    app.state.prepared = prepared_cache(simulator, settings)
     app.state.runs = RunCache(
         simulator,
         settings.cache_runs,
@@ -49,6 +52,7 @@ def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: 
         max_run_events=settings.max_run_events,
         max_cpu_s=settings.max_run_cpu_s,
         max_memory_events=settings.max_memory_events,
+        disk=app.state.prepared,
     )
     app.state.exports = ExportCache(
         settings.export_cache_bytes, settings.max_concurrent_exports, settings.max_export_queue
@@ -69,6 +73,15 @@ def create_app(simulator: Simulator, settings: Settings | None = None, prewarm: 
     app.include_router(ws.router)
     app.mount("/static", StaticFiles(directory=str(frontend_dir() / "static")), name="static")
     return app
+
+
+def prepared_cache(simulator: Simulator, settings: Settings) -> PreparedCache | None:
+    """The on-disk cache of prepared presets, if the settings name a folder; keyed by the simulator's name too."""
+    if not settings.prepared_cache_dir:
+        return None
+    sim = simulator.simulate
+    name = f"{getattr(sim, '__module__', '')}.{getattr(sim, '__qualname__', type(sim).__qualname__)}"
+    return PreparedCache(Path(settings.prepared_cache_dir), name, settings.prepared_cache_bytes)
 
 
 @asynccontextmanager

@@ -392,6 +392,7 @@ class RunCache:
         max_run_events: int | None = None,
         max_cpu_s: float = math.inf,
         max_memory_events: int | None = None,
+        disk: Any = None,
     ) -> None:
         self._simulate = simulator.simulate
         self.estimate_work = simulator.estimate_work
@@ -405,6 +406,7 @@ class RunCache:
         self._presets: set[str] = set()  # keys of runs of presets as shipped: kept when nobody watches
         self._held: dict[str, tuple[PreparedRun, int]] = {}  # runs viewers show, with how many viewers
         self._pending: dict[str, _Pending] = {}
+        self.disk = disk  # a diskcache.PreparedCache: a preset's `loaded` text is written there once prepared
         self._max_concurrent = max_concurrent
         self._slots: asyncio.Semaphore | None = None
         self._preset_slot: asyncio.Semaphore | None = None
@@ -445,6 +447,11 @@ class RunCache:
             pending.waiters -= 1
             if pending.waiters == 0 and not pending.future.done():  # the last client waiting for it left
                 self._cancel(pending)
+
+    def cached(self, spec: ScenarioSpec) -> PreparedRun | None:
+        """The prepared run of `spec` if it is in memory (cached or shown), else None; simulates nothing."""
+        key = spec.model_dump_json()
+        return self._runs.get(key) or (self._held[key][0] if key in self._held else None)
 
     def _start(self, key: str, spec: ScenarioSpec, preset: bool) -> _Pending:
         if self._closing:
@@ -494,6 +501,8 @@ class RunCache:
         evicted = self._evict(keep=key)
         settle_heap(collect=evicted)
         pending.future.set_result(run)
+        if preset and self.disk is not None:  # after the waiters have it: gzip and write in a worker thread
+            asyncio.get_running_loop().run_in_executor(None, self.disk.put, spec, run.loaded.text)
 
     def _finished(self, key: str, pending: _Pending, task: asyncio.Task[None]) -> None:
         """However the task ended (even cancelled before it ran): the bookkeeping, and an answer for the waiters."""

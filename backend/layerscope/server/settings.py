@@ -30,6 +30,13 @@ class Settings(BaseModel):
     queue_frames: int = Field(32, ge=1, description="frames pending per client before they coalesce")
     queue_control: int = Field(64, ge=1, description="control messages pending per client before it is dropped")
     cache_runs: int = Field(8, ge=1, description="simulated runs kept (LRU), keyed by the spec")
+    prepared_cache_dir: str | None = Field(
+        None,
+        description="folder keeping each preset's prepared `loaded` message, gzipped, across restarts (server/"
+        "diskcache.py); None or '' keeps none (`layerscope serve` defaults to the checkout's .cache/prepared/)",
+    )
+    prepared_cache_bytes: int = Field(256 * 2**20, ge=1, description="that folder's size; the files used longest "
+                                      "ago are removed past it")
     cache_events: int = Field(500_000, ge=1, description="events kept over all cached runs (LRU eviction)")
     max_concurrent_sims: int = Field(2, ge=1, description="simulations running at once (CPU-bound, in threads)")
     seek_snapshots: int = Field(1000, ge=2, description="mergeable snapshots per kind kept in a seek frame")
