@@ -159,3 +159,22 @@ def test_the_real_engine_from_disk_is_byte_for_byte_a_fresh_prepare(tmp_path: Pa
             texts.append(client.get(f"/api/loaded/{name}").text)
             _wait_files(tmp_path, 1)
     assert texts == [fresh, fresh] and app.state.prepared.hits == 1
+
+
+def test_a_cold_servers_websocket_load_sends_the_preset_from_disk_before_its_run_is_ready(
+        presets_dir: Path, tmp_path: Path) -> None:
+    """A preset switch (a websocket `load` asking for `loaded`) on a cold server: the stored text goes out first,
+    byte for byte a fresh prepare's, then the run's state once it is simulated; `loaded` is not sent twice."""
+    folder = tmp_path / "prepared"
+    fresh = prepare(fake_simulate(scn.load_preset(NAME))).loaded.text
+    _first_screen(folder)  # a first visit writes the file
+    app = build_app(_settings(folder), fake_simulate)
+    with TestClient(app) as client, client.websocket_connect("/ws") as ws:
+        ws.send_json({"type": "load", "scenario": NAME})
+        first = ws.receive_text()
+        assert first == fresh
+        assert ws.receive_json()["type"] == "state"
+        ws.send_json({"type": "play"})  # the run streams: the disk's `loaded` and the run are one
+        kinds = {ws.receive_json()["type"] for _ in range(3)}
+        assert "loaded" not in kinds and kinds & {"frame", "state"}
+    assert app.state.prepared.hits == 1 and app.state.runs.simulations == 1

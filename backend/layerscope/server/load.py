@@ -78,6 +78,26 @@ async def load_run(runs: RunCache, settings: Settings, req: RunRequest) -> Prepa
     return run
 
 
+async def loaded_from_disk(runs: RunCache, settings: Settings, req: RunRequest) -> tuple[bytes, str] | None:
+    """A preset's `loaded` message from the on-disk cache (server/diskcache.py), gzipped and as text, when its run
+    is not in memory; None otherwise (no cache, not stored, a request load_run refuses: it says why). The run is
+    simulated when the page's websocket `load` comes (once its scripts have run), not here: a simulation started
+    here held the interpreter while the page's modules were still being served, and the first screens from disk
+    took longer (paired, bench/README.md "First screen, fifth round")."""
+    if runs.disk is None:
+        return None
+    try:
+        spec = requested_spec(req)
+    except CommandError:
+        return None
+    if runs.cached(spec) is not None:
+        return None
+    found = await asyncio.to_thread(runs.disk.get_gzip, spec)
+    if found is None or len(found[1]) > settings.max_loaded_bytes:
+        return None
+    return found
+
+
 def check_loaded_size(run: PreparedRun, limit: int) -> None:
     size = len(run.loaded.text)
     if size > limit:

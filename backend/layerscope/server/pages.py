@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gzip
 from functools import cache
 from pathlib import Path
@@ -16,7 +15,7 @@ from layerscope import scenario as scn
 from layerscope.model.config import NUMERIC_PRESETS, PRESETS
 from layerscope.paths import frontend_dir
 from layerscope.protocol import RunRequest
-from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run, requested_spec
+from layerscope.server.load import CommandError, ServerBusy, SimulationFailed, load_run, loaded_from_disk
 
 router = APIRouter()
 THEMES = ("dark", "light")  # the dashboard's themes (frontend/static/js/palette.js), chosen with ?theme=
@@ -87,7 +86,7 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
     answered with: the page fetches it while its scripts arrive, then sends `load` with `loaded: false`."""
     if name not in scn.preset_names():
         raise HTTPException(404, f"unknown scenario {name!r}; presets: {', '.join(scn.preset_names())}")
-    stored = await _from_disk(request.app, RunRequest(scenario=name))
+    stored = await loaded_from_disk(request.app.state.runs, request.app.state.settings, RunRequest(scenario=name))
     if stored is not None:
         gz, text = stored
         headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
@@ -103,26 +102,6 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
     except CommandError as e:
         raise HTTPException(422, str(e)) from None
     return Response(run.loaded.text, media_type="application/json", headers={"Cache-Control": "no-store"})
-
-
-async def _from_disk(app: Any, req: RunRequest) -> tuple[bytes, str] | None:
-    """A preset's `loaded` message from the on-disk cache (server/diskcache.py), gzipped and as text, when its run
-    is not in memory. Its run is simulated when the page's websocket `load` comes (once its scripts have run), not
-    now: a simulation started here held the interpreter while the page's modules were still being served, and
-    the first screens from disk took longer (paired, bench/README.md "First screen, fifth round")."""
-    disk = app.state.prepared
-    if disk is None:
-        return None
-    try:
-        spec = requested_spec(req)
-    except CommandError:
-        return None  # load_run says why
-    if app.state.runs.cached(spec) is not None:
-        return None
-    found = await asyncio.to_thread(disk.get_gzip, spec)
-    if found is None or len(found[1]) > app.state.settings.max_loaded_bytes:
-        return None
-    return found
 
 
 @router.get("/vendor/plotly.min.js", include_in_schema=False)

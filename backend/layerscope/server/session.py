@@ -36,7 +36,7 @@ from layerscope.protocol import (
     SpeedCommand,
     StepCommand,
 )
-from layerscope.server.load import CommandError, load_run
+from layerscope.server.load import CommandError, load_run, loaded_from_disk
 from layerscope.server.playback import Events, Playback, merge_snapshots
 from layerscope.server.runs import EncodedEvent, PreparedRun, RunCache, compact_dumps
 from layerscope.server.settings import Settings
@@ -307,6 +307,7 @@ class Session:
             log.warning("dropping a load's answer: %s", e)
 
     async def _load(self, cmd: LoadCommand) -> None:
+        early = await self._loaded_early(cmd)
         try:
             run = await load_run(self.runs, self.settings, cmd)
         except CommandError as e:
@@ -319,10 +320,25 @@ class Session:
         self._seek_to = None
         self.playback = Playback(run, self.settings.play_seconds, self.settings.max_frame_events)
         self.queue.clear_frames()
-        if cmd.loaded:
+        if cmd.loaded and not early:
             self.queue.push_control(loaded_message(run))
         self._send_state()
         await self._run_deferred()
+
+    async def _loaded_early(self, cmd: LoadCommand) -> bool:
+        """A preset's `loaded` from the disk cache (server/diskcache.py), sent before its run is simulated, so a
+        cold server's preset switch draws at once, as the page's first preset does (GET /api/loaded). The run
+        shown so far stops; commands sent meanwhile wait for the new run, as during any pending load."""
+        if not cmd.loaded:
+            return False
+        stored = await loaded_from_disk(self.runs, self.settings, cmd)
+        if stored is None:
+            return False
+        if self.playback is not None:
+            self.playback.pause()
+        self.queue.clear_frames()
+        self.queue.push_control(EncodedEvent({"type": "loaded"}, stored[1]))
+        return True
 
     async def wait_loaded(self) -> None:
         """Until the pending load (if any) is answered (tests, and the receive loop's own ordering)."""
