@@ -240,7 +240,8 @@ def test_a_link_is_a_moment_and_back_returns_to_the_previous_preset(page, server
         )
         toast = page.page.get_by_test_id("toast").inner_text()
         assert said in toast and "Input should" not in toast, toast
-        assert page.page.get_by_test_id("story-line").inner_text() != "Loading the run…"
+        story = page.page.get_by_test_id("story-line").inner_text()
+        assert story != "Loading the run…" and said in story, story  # the reason stays before the default's story
     page.page.goto(f"{server_url}/?scenario=prefill-8k-chunked&t=abc&kernel=Z")
     page.wait(f"{STORE}.scenario && {STORE}.main && document.getElementById('toast').textContent.startsWith('link:')")
     assert "t=abc" in page.page.get_by_test_id("toast").inner_text()

@@ -276,6 +276,7 @@ export class Controls {
     const line = $("story-line");
     line.textContent = `${why} · showing the default preset, ${this.defaultName}`;
     line.classList.add("error");
+    this.fallbackNote = line.textContent; // main.js keeps it before the default's story once that arrives
     this.toast && this.toast(`${why} · showing ${this.defaultName}`, "error");
     this.fromHistory = false;
     this.replaceNext = true; // the default replaces the broken entry

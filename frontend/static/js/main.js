@@ -159,6 +159,20 @@ function applyTheme(name) {
 // (a serving run in whole-model time, what a client measures; a one-request run in one layer's).
 let chosenUnits = ["layer", "model"].includes(query.get("units")) ? query.get("units") : null;
 
+// A refused URL's reason stays on the story line in front of the default preset's story that replaced it (the
+// toast alone goes away), until the next run is loaded.
+function keepFallbackNote() {
+  const why = controls.fallbackNote;
+  if (!why) return;
+  controls.fallbackNote = null;
+  const line = $("story-line");
+  line.classList.remove("error");
+  const note = document.createElement("span");
+  note.className = "story-error";
+  note.textContent = `${why}. `;
+  line.prepend(note);
+}
+
 function applyUnits(units) {
   store.setUnits(units);
   for (const b of document.querySelectorAll("[data-units]")) {
@@ -401,6 +415,7 @@ function finishLoad() {
   tour.load(msg.scenario, msg.tour_results || []);
   renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
   $("story-line").innerHTML = storyLine(store);
+  keepFallbackNote();
   $("delta-line").innerHTML = deltaLine(store);
   $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
   $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
