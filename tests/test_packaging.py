@@ -43,7 +43,7 @@ def test_wheel_ships_frontend_and_scenarios(wheel: Path) -> None:
         "layerscope/hardware/data/collectives/vidur_h100_dgx_all_reduce.csv.gz",
     } <= shipped_data
     (entry_points,) = [n for n in names if n.endswith("entry_points.txt")]
-    assert "layerscope = layerscope.cli:main" in zf.read(entry_points).decode()  # the console script
+    assert "layerscope = layerscope.cli:entry" in zf.read(entry_points).decode()  # the console script (main, then exit)
 
 
 @pytest.fixture(scope="module")
