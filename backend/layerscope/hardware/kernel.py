@@ -40,6 +40,7 @@ def dict_init(cls: type[_T]) -> type[_T]:
     return cls
 
 
+@dict_init
 @dataclass(frozen=True)
 class AttentionShape:
     """What an attention kernel's efficiency depends on (hardware/cost.py attention_efficiency): per sequence,
@@ -56,6 +57,7 @@ class AttentionShape:
 
 
 # -- what a measured table is looked up by (hardware/tables); the fields are `layerscope kernel`'s spec fields --------
+@dict_init
 @dataclass(frozen=True)
 class GemmOp:
     m: int
@@ -65,6 +67,7 @@ class GemmOp:
     op = "gemm"
 
 
+@dict_init
 @dataclass(frozen=True)
 class MoeOp:
     """The routed experts of one MoE layer on one GPU, with their align/sort and sum, without the router: the whole
@@ -82,6 +85,7 @@ class MoeOp:
     op = "moe"
 
 
+@dict_init
 @dataclass(frozen=True)
 class ContextAttentionOp:
     batch: int
@@ -94,6 +98,7 @@ class ContextAttentionOp:
     op = "context_attention"
 
 
+@dict_init
 @dataclass(frozen=True)
 class DecodeAttentionOp:
     batch: int
@@ -105,6 +110,7 @@ class DecodeAttentionOp:
     op = "decode_attention"
 
 
+@dict_init
 @dataclass(frozen=True)
 class AllReduceOp:
     gpus: int
@@ -113,6 +119,7 @@ class AllReduceOp:
     op = "all_reduce"
 
 
+@dict_init
 @dataclass(frozen=True)
 class AllToAllOp:
     gpus: int
@@ -123,6 +130,7 @@ class AllToAllOp:
 Op = GemmOp | MoeOp | ContextAttentionOp | DecodeAttentionOp | AllReduceOp | AllToAllOp
 
 
+@dict_init
 @dataclass(frozen=True)
 class OpPart:
     """A kernel that is one of several a measured op times together (the fused MoE's align, GEMMs, activation and
