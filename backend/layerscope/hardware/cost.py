@@ -281,13 +281,18 @@ class CostModel:
 
     def memory_us(self, k: Kernel, env: CostEnv) -> tuple[float, float]:
         """(time, HBM bytes)."""
+        return self._memory_us(k, env, self.fused_moe is not None and is_fused_moe(k),
+                               self.decode_attention is not None and is_paged_decode(k))
+
+    def _memory_us(self, k: Kernel, env: CostEnv, fused: bool, paged: bool) -> tuple[float, float]:
+        """memory_us, told whether k is the fused MoE kernel and the paged decode this model has figures for."""
         g = self.gpu
         eff = (self.constants.hbm_eff if k.vectorized else self.constants.scalar_eff) * self.stream_eff
-        if self.fused_moe is not None and is_fused_moe(k):
+        if fused and self.fused_moe is not None:
             eff = self.fused_moe.stream_eff
         ctas = k.ctas
         d, a = self.decode_attention, k.attn
-        if d is not None and a is not None and is_paged_decode(k):
+        if paged and d is not None and a is not None:
             # the fitted short-context figure, or the long-KV stream rate the measured tables reach (GPU.stream_eff)
             eff = max(d.stream_eff, self.stream_eff) if self.stream_eff < 1.0 else d.stream_eff
             ctas = decode_attention_ctas(a.batch, a.kv_heads, a.context_before + 1, g.sms, d.ctas_per_sm)
@@ -372,21 +377,22 @@ class CostModel:
     def _analytic_terms(self, kernel: Kernel, env: CostEnv) -> tuple[float, Bound, float, float, dict[str, float],
                                                                           float]:
         """The roofline price's (time, bound, HBM utilisation, L2 hit rate, parts) and its HBM bytes, without a
-        KernelCost (a measured price reads them and builds its own). launch_us and floor_us inlined, the same
-        arithmetic (a serving run prices ~14k kernels: tests/hardware/test_cost.py checks them against the
-        methods)."""
-        c = self.constants
+        KernelCost (a measured price reads them and builds its own). launch_us and floor_us inlined and the kernel's
+        class (fused MoE, paged decode) worked out once for memory_us and launch_us, the same arithmetic (a serving
+        run prices ~14k kernels: tests/hardware/test_cost.py checks them against the methods)."""
+        c, kind, fused_moe, decode = self.constants, kernel.kind, self.fused_moe, self.decode_attention
+        fused = fused_moe is not None and kind == "moe" and kernel.gemm is not None  # is_fused_moe
+        paged = decode is not None and kind == "attention" and kernel.attn is not None \
+            and kernel.attn.kv_heads > 0  # is_paged_decode
         compute = self.compute_us(kernel)
-        memory, hbm_bytes = self.memory_us(kernel, env)
+        memory, hbm_bytes = self._memory_us(kernel, env, fused, paged)
         busy = max(compute, memory) + c.overlap * min(compute, memory)
         if kernel.own_launch:  # launch_us
-            kind = kernel.kind
             setup = c.gemm_setup_us if kernel.gemm is not None and kind in TENSOR_KINDS else 0.0
-            if self.fused_moe is not None and kind == "moe" and kernel.gemm is not None:  # is_fused_moe
-                setup += self.fused_moe.setup_us
-            if self.decode_attention is not None and kind == "attention" and kernel.attn is not None \
-                    and kernel.attn.kv_heads > 0:  # is_paged_decode
-                setup += self.decode_attention.setup_us
+            if fused and fused_moe is not None:
+                setup += fused_moe.setup_us
+            if paged and decode is not None:
+                setup += decode.setup_us
             launch = (c.launch_us + setup) * kernel.count
         else:
             launch = 0.0
