@@ -208,7 +208,7 @@ class Kernel:
         if other.__class__ is not self.__class__:
             return NotImplemented
         mine, theirs = self.__dict__, other.__dict__
-        if len(mine) == len(theirs):
+        if (_HASH in mine) is (_HASH in theirs):  # the same keys: the fields, and the cached hash on both or neither
             return mine == theirs
         return _kernel_fields(self) == _kernel_fields(other)
 
