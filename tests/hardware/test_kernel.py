@@ -98,35 +98,3 @@ def test_kernel_equality_is_the_dataclass_equality_hashed_or_not() -> None:
             for b in right:
                 assert (a == b) is plain(a, b) and (a != b) is not plain(a, b)
     assert ks[0] != "not a kernel" and ks[0].__eq__(1) is NotImplemented
-
-
-def test_the_op_specs_dict_init_gives_the_generated_inits_instances() -> None:
-    """The op specs and AttentionShape (dict_init: ~14k built a 500-request run) hold, compare, hash, replace and
-    pickle as the plain frozen dataclasses with their fields do, for every op a serving step's plan builds."""
-    import pickle
-
-    from layerscope.deployment import DeploymentSpec, shard
-    from layerscope.hardware.gpus import gpu
-    from layerscope.hardware.kernel import AllToAllOp, AttentionShape, OpPart
-    from layerscope.model.config import preset
-    from layerscope.runtime.runtimes import get_runtime
-    from layerscope.runtime.sharded import ShardedRuntime
-
-    model, dep = preset("qwen3-235b-a22b"), DeploymentSpec(tp=8)
-    plan, local = ShardedRuntime(get_runtime("vllm"), dep, gpu("h200"), model), shard(model, dep)
-    ks = [k for batch in ([(1, 0)], [(1, 4096)] * 9, [(300, 0), (1, 800)]) for k in plan.step_kernels(local, batch)]
-    objs = [o for k in ks for o in (k.attn, k.op, k.op.op if isinstance(k.op, OpPart) else None) if o is not None]
-    objs.append(AllToAllOp(8, 1024.0))
-    assert {type(o).__name__ for o in objs} >= {"AttentionShape", "GemmOp", "MoeOp", "ContextAttentionOp",
-                                                  "DecodeAttentionOp", "AllReduceOp", "AllToAllOp", "OpPart"}
-    assert AttentionShape(1, 2, 128) == AttentionShape(1, 2, 128, True, 1, 0)  # defaults as declared
-    for o in objs:
-        cls, names = type(o), [f.name for f in dataclasses.fields(o)]
-        values = [getattr(o, n) for n in names]
-        ref = _reference(cls)(*values)
-        again = cls(*values)
-        assert [getattr(again, n) for n in names] == [getattr(ref, n) for n in names] == values
-        assert again == o and hash(again) == hash(o) == hash(ref) and dataclasses.replace(o) == o
-        assert pickle.loads(pickle.dumps(o)) == o and list(o.__dict__) == names
-        with pytest.raises(dataclasses.FrozenInstanceError):
-            setattr(o, names[0], values[0])

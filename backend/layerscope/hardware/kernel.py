@@ -40,7 +40,6 @@ def dict_init(cls: type[_T]) -> type[_T]:
     return cls
 
 
-@dict_init
 @dataclass(frozen=True)
 class AttentionShape:
     """What an attention kernel's efficiency depends on (hardware/cost.py attention_efficiency): per sequence,
@@ -57,7 +56,6 @@ class AttentionShape:
 
 
 # -- what a measured table is looked up by (hardware/tables); the fields are `layerscope kernel`'s spec fields --------
-@dict_init
 @dataclass(frozen=True)
 class GemmOp:
     m: int
@@ -67,7 +65,6 @@ class GemmOp:
     op = "gemm"
 
 
-@dict_init
 @dataclass(frozen=True)
 class MoeOp:
     """The routed experts of one MoE layer on one GPU, with their align/sort and sum, without the router: the whole
@@ -85,7 +82,6 @@ class MoeOp:
     op = "moe"
 
 
-@dict_init
 @dataclass(frozen=True)
 class ContextAttentionOp:
     batch: int
@@ -98,7 +94,6 @@ class ContextAttentionOp:
     op = "context_attention"
 
 
-@dict_init
 @dataclass(frozen=True)
 class DecodeAttentionOp:
     batch: int
@@ -110,7 +105,6 @@ class DecodeAttentionOp:
     op = "decode_attention"
 
 
-@dict_init
 @dataclass(frozen=True)
 class AllReduceOp:
     gpus: int
@@ -119,7 +113,6 @@ class AllReduceOp:
     op = "all_reduce"
 
 
-@dict_init
 @dataclass(frozen=True)
 class AllToAllOp:
     gpus: int
@@ -130,7 +123,6 @@ class AllToAllOp:
 Op = GemmOp | MoeOp | ContextAttentionOp | DecodeAttentionOp | AllReduceOp | AllToAllOp
 
 
-@dict_init
 @dataclass(frozen=True)
 class OpPart:
     """A kernel that is one of several a measured op times together (the fused MoE's align, GEMMs, activation and
