@@ -312,3 +312,58 @@ def test_an_op_parts_price_does_not_depend_on_its_siblings_priced_before() -> No
                 env = CostEnv(hbm_bw_scale=0.5, l2_warm=False)
                 assert model.cost(k, env) == CostModel(g).cost(k, env)
         assert model.analytic_cost(ks[0]) == model._analytic_plain(ks[0])
+
+
+def _plans_kernels() -> list[Kernel]:
+    """Every kind of kernel a serving run prices: vLLM's plans on 8 x H200 tp 8 and eager (measured GEMMs, paged
+    decode attention, flash prefill, the fused MoE's parts, all-reduces, launch floors), the article's, the MoE
+    alone at many token counts."""
+    from layerscope.deployment import DeploymentSpec, shard
+    from layerscope.runtime.sharded import ShardedRuntime
+
+    ks: list[Kernel] = []
+    for dep in (DeploymentSpec(tp=8), DeploymentSpec(tp=8, cuda_graphs=False), DeploymentSpec(tp=1)):
+        plan, local = ShardedRuntime(get_runtime("vllm"), dep, gpu("h200"), QWEN), shard(QWEN, dep)
+        for batch in ([(1, 0)], [(7, 100)], [(1, 4096)] * 9, [(300, 0), (1, 800)], [(2048, 1024)], [(1, 31)] * 64):
+            ks += plan.step_kernels(local, batch) + plan.outside_layer_kernels(local, batch)
+    for tokens, context in ((1, 0), (64, 512), (1024, 0), (1, 8191)):
+        ks += get_runtime("article").prefill_chunk(QWEN, tokens, context)
+        ks += get_runtime("vllm").decode_step(QWEN, context + 1, tokens)
+    for tokens in (1, 7, 64, 300, 2048):
+        ks += moe_kernels(tokens, 4096, 1536, 128, 8, "bf16", MoePlacement(8, 1, "uniform"))
+    return ks
+
+
+def _old_analytic(cm: CostModel, k: Kernel, env: CostEnv) -> tuple[float, str, float, float, dict[str, float], float]:
+    """The roofline price as composed before _analytic_terms inlined launch_us and floor_us (the public methods)."""
+    compute = cm.compute_us(k)
+    memory, hbm = cm.memory_us(k, env)
+    busy = max(compute, memory) + cm.constants.overlap * min(compute, memory)
+    launch = max(cm.launch_us(k), cm.floor_us(k) - busy)
+    time_us = launch + busy + k.fixed_us + env.extra_us
+    bound = "latency" if launch + k.fixed_us > busy else "compute" if compute >= memory else "memory"
+    total = k.bytes + env.extra_bytes
+    util = hbm / (time_us * 1e-6) / cm.gpu.hbm_bw if time_us > 0 else 0.0
+    parts = {"compute_us": compute, "memory_us": memory, "launch_us": launch, "fixed_us": k.fixed_us,
+             "extra_us": env.extra_us}
+    return time_us, bound, min(1.0, max(0.0, util)), (total - hbm) / total if total > 0 else 0.0, parts, hbm
+
+
+def test_the_inlined_roofline_gives_the_methods_prices_bit_for_bit() -> None:
+    """_analytic_terms (launch and floor inlined, one pass) equals the price composed from compute_us, memory_us,
+    launch_us and floor_us, float for float, on every kernel of many plans, GPUs, envs and models (measured or not,
+    tiled or the plain roofline); a measured price's analytic parts are those terms."""
+    ks = _plans_kernels()
+    assert len(ks) > 300 and {k.kind for k in ks} >= {"gemm", "moe", "attention", "collective", "norm"}
+    envs = (CostEnv(), CostEnv(hbm_bw_scale=0.5, l2_warm=False, extra_bytes=1e6, extra_us=3.0))
+    for g in ("h200", "a100-80g-sxm", "h100-sxm", "b200"):
+        for cm in (CostModel(gpu(g)), CostModel(gpu(g), measured=False), plain_roofline(gpu(g))):
+            for k in ks:
+                for env in envs:
+                    old = _old_analytic(cm, k, env)
+                    assert cm._analytic_terms(k, env) == old
+                    c = cm.cost(k, env)
+                    if c.source == "analytic":
+                        assert (c.time_us, c.bound, c.hbm_util, c.l2_hit, c.parts) == old[:5]
+                    else:
+                        assert c.parts["analytic_us"] == old[0] and c.bound == old[1] and c.l2_hit == old[3]

@@ -66,3 +66,35 @@ def test_a_kernels_cached_hash_is_the_dataclass_hash_and_stays_out_of_copies_and
         assert "_hash" not in other.__dict__ and other == k and hash(other) == hash(k)
     assert hash(k.evolve(fixed_us=1.0)) == hash(dataclasses.replace(ref, fixed_us=1.0))
     assert repr(k) == repr(ref).replace(ref.__class__.__qualname__, "Kernel", 1)
+
+
+def test_kernel_equality_is_the_dataclass_equality_hashed_or_not() -> None:
+    """Kernel.__eq__ (its instance dicts compared) answers as the generated field-by-field equality does, on every
+    pair of many plans' kernels and their copies, each side hashed (the cached hash in its dict) or not."""
+    import math
+
+    from layerscope.deployment import DeploymentSpec, shard
+    from layerscope.hardware.gpus import gpu
+    from layerscope.model.config import preset
+    from layerscope.runtime.runtimes import get_runtime
+    from layerscope.runtime.sharded import ShardedRuntime
+
+    model, dep = preset("qwen3-235b-a22b"), DeploymentSpec(tp=8)
+    plan, local = ShardedRuntime(get_runtime("vllm"), dep, gpu("h200"), model), shard(model, dep)
+    ks = [k for batch in ([(1, 0)], [(1, 4096)] * 9, [(300, 0), (1, 800)]) for k in plan.step_kernels(local, batch)]
+    ks += [ks[0].evolve(fixed_us=1.0), ks[0].evolve(flops=math.nan), ks[0].evolve(gemm=(1, 2, 3))]
+    fields = [f.name for f in dataclasses.fields(Kernel)]
+
+    def plain(a: Kernel, b: Kernel) -> bool:  # the dataclass's own: the tuples of the fields
+        return tuple(getattr(a, n) for n in fields) == tuple(getattr(b, n) for n in fields)
+
+    for hashed in ((False, False), (True, False), (False, True), (True, True)):
+        left, right = [k.evolve() for k in ks], [k.evolve() for k in ks]  # fresh copies: no cached hash
+        for side, on in zip((left, right), hashed, strict=True):
+            if on:
+                for k in side:
+                    hash(k)
+        for a in left:
+            for b in right:
+                assert (a == b) is plain(a, b) and (a != b) is not plain(a, b)
+    assert ks[0] != "not a kernel" and ks[0].__eq__(1) is NotImplemented

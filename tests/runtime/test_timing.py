@@ -8,7 +8,7 @@ from layerscope.events import KernelEvent, event_json, parse_event
 from layerscope.hardware import cost as cost_mod
 from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
-from layerscope.hardware.kernel import Kernel
+from layerscope.hardware.kernel import CostEnv, Kernel
 from layerscope.model.config import PRESETS
 from layerscope.runtime import timing
 from layerscope.runtime.engine import simulate
@@ -89,3 +89,19 @@ def test_the_shared_price_memo_starts_afresh_past_its_bound(monkeypatch: Any) ->
         costs[(Kernel(f"k{i}", "stage", "elementwise", 1.0, 1.0), timing.PLAIN_ENV)] = model.cost(k)
     assert isinstance(model, CostModel) and timing.default_costs(g)[1] == {}
     assert timing.default_costs(g)[1] is costs  # the same memo, emptied
+
+
+def test_the_default_envs_prices_are_keyed_by_the_kernel_and_others_by_kernel_and_env() -> None:
+    """Timing's memo holds a default-env price under the kernel alone and any other env's under (kernel, env): each
+    priced once, each the cost model's own price, an env equal to the default but another object as well."""
+    model = CostModel(gpu("h200"))
+    ks = VllmRuntime().prefill_chunk(PRESETS["qwen3-235b-a22b"], 64, 128)
+    t = Timing(model, None)
+    envs = (timing.PLAIN_ENV, CostEnv(), CostEnv(hbm_bw_scale=0.5), CostEnv(l2_warm=False, extra_us=2.0))
+    for env in envs:
+        for k in ks:
+            fresh = k.evolve()  # an equal kernel, another object: the memo's hit
+            assert t._cost(k, env) == model.cost(k, env) and t._cost(fresh, env) is t._cost(k, env)
+    assert all(t._costs[k] == model.cost(k) for k in ks)
+    assert all(t._costs[(k, env)] == model.cost(k, env) for k in ks for env in envs[1:])
+    assert len(t._costs) == len(set(ks)) * len(envs)

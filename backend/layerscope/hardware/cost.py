@@ -281,13 +281,18 @@ class CostModel:
 
     def memory_us(self, k: Kernel, env: CostEnv) -> tuple[float, float]:
         """(time, HBM bytes)."""
+        return self._memory_us(k, env, self.fused_moe is not None and is_fused_moe(k),
+                               self.decode_attention is not None and is_paged_decode(k))
+
+    def _memory_us(self, k: Kernel, env: CostEnv, fused: bool, paged: bool) -> tuple[float, float]:
+        """memory_us, told whether k is the fused MoE kernel and the paged decode this model has figures for."""
         g = self.gpu
         eff = (self.constants.hbm_eff if k.vectorized else self.constants.scalar_eff) * self.stream_eff
-        if self.fused_moe is not None and is_fused_moe(k):
+        if fused and self.fused_moe is not None:
             eff = self.fused_moe.stream_eff
         ctas = k.ctas
         d, a = self.decode_attention, k.attn
-        if d is not None and a is not None and is_paged_decode(k):
+        if paged and d is not None and a is not None:
             # the fitted short-context figure, or the long-KV stream rate the measured tables reach (GPU.stream_eff)
             eff = max(d.stream_eff, self.stream_eff) if self.stream_eff < 1.0 else d.stream_eff
             ctas = decode_attention_ctas(a.batch, a.kv_heads, a.context_before + 1, g.sms, d.ctas_per_sm)
@@ -318,14 +323,13 @@ class CostModel:
 
     # -- the kernel's time -----------------------------------------------------------------------------
     def cost(self, kernel: Kernel, env: CostEnv = DEFAULT_ENV) -> KernelCost:
-        analytic, hbm = self._analytic_and_hbm(kernel, env)
-        if not self.measured or kernel.op is None:
-            return analytic
-        part = kernel.op if isinstance(kernel.op, OpPart) else None
-        hit = tables.price_on(self.gpu.tables, part.op if part else kernel.op)
+        time_us, bound, hbm_util, l2_hit, parts, hbm = self._analytic_terms(kernel, env)
+        hit = tables.price_on(self.gpu.tables, kernel.op.op if isinstance(kernel.op, OpPart) else kernel.op) \
+            if self.measured and kernel.op is not None else None
         if hit is None:
-            return analytic
-        us, parts = hit.us, {**analytic.parts, "analytic_us": analytic.time_us, **hit.parts}
+            return KernelCost(kernel, time_us, bound, hbm_util, l2_hit, parts)
+        part = kernel.op if isinstance(kernel.op, OpPart) else None
+        us, parts = hit.us, {**parts, "analytic_us": time_us, **hit.parts}
         if part is not None:
             share = self._shares(part.kernels)[part.index]
             us *= share
@@ -334,12 +338,11 @@ class CostModel:
         # default is one shared object)
         if env is not DEFAULT_ENV and env != DEFAULT_ENV:
             plain = self._analytic_plain(kernel).time_us
-            us *= analytic.time_us / plain if plain > 0 else 1.0
+            us *= time_us / plain if plain > 0 else 1.0
         # a collective's fixed_us is its analytic price; any other kernel's is a cost the plan adds on top
-        time_us = us + env.extra_us + (0.0 if kernel.kind == "collective" else kernel.fixed_us)
-        hbm_util = hbm / (time_us * 1e-6) / self.gpu.hbm_bw if time_us > 0 else 0.0
-        return KernelCost(kernel=kernel, time_us=time_us, bound=analytic.bound, hbm_util=min(1.0, max(0.0, hbm_util)),
-                          l2_hit=analytic.l2_hit, parts=parts, source="measured", table=hit.table)
+        measured_us = us + env.extra_us + (0.0 if kernel.kind == "collective" else kernel.fixed_us)
+        util = hbm / (measured_us * 1e-6) / self.gpu.hbm_bw if measured_us > 0 else 0.0
+        return KernelCost(kernel, measured_us, bound, min(1.0, max(0.0, util)), l2_hit, parts, "measured", hit.table)
 
     def _shares(self, kernels: tuple[Kernel, ...]) -> list[float]:
         """Each kernel's share of the op that times them together: its analytic time over theirs. Memoised by the
@@ -368,34 +371,49 @@ class CostModel:
 
     def _analytic_and_hbm(self, kernel: Kernel, env: CostEnv) -> tuple[KernelCost, float]:
         """analytic_cost and the HBM bytes it streams (a measured price's HBM utilisation reads them too)."""
-        c = self.constants
+        time_us, bound, hbm_util, l2_hit, parts, hbm = self._analytic_terms(kernel, env)
+        return KernelCost(kernel, time_us, bound, hbm_util, l2_hit, parts), hbm
+
+    def _analytic_terms(self, kernel: Kernel, env: CostEnv) -> tuple[float, Bound, float, float, dict[str, float],
+                                                                          float]:
+        """The roofline price's (time, bound, HBM utilisation, L2 hit rate, parts) and its HBM bytes, without a
+        KernelCost (a measured price reads them and builds its own). launch_us and floor_us inlined and the kernel's
+        class (fused MoE, paged decode) worked out once for memory_us and launch_us, the same arithmetic (a serving
+        run prices ~14k kernels: tests/hardware/test_cost.py checks them against the methods)."""
+        c, kind, fused_moe, decode = self.constants, kernel.kind, self.fused_moe, self.decode_attention
+        fused = fused_moe is not None and kind == "moe" and kernel.gemm is not None  # is_fused_moe
+        paged = decode is not None and kind == "attention" and kernel.attn is not None \
+            and kernel.attn.kv_heads > 0  # is_paged_decode
         compute = self.compute_us(kernel)
-        memory, hbm_bytes = self.memory_us(kernel, env)
+        memory, hbm_bytes = self._memory_us(kernel, env, fused, paged)
         busy = max(compute, memory) + c.overlap * min(compute, memory)
-        launch = self.launch_us(kernel)
-        launch = max(launch, self.floor_us(kernel) - busy)
-        time_us = launch + busy + kernel.fixed_us + env.extra_us
+        if kernel.own_launch:  # launch_us
+            setup = c.gemm_setup_us if kernel.gemm is not None and kind in TENSOR_KINDS else 0.0
+            if fused and fused_moe is not None:
+                setup += fused_moe.setup_us
+            if paged and decode is not None:
+                setup += decode.setup_us
+            launch = (c.launch_us + setup) * kernel.count
+        else:
+            launch = 0.0
+        if isinstance(kernel.op, ContextAttentionOp):  # floor_us
+            floor = max(self.prefill_floor_us, self.kernel_floor_us)
+        else:
+            floor = self.kernel_floor_us * kernel.count if kernel.own_launch else 0.0
+        launch = max(launch, floor - busy)
+        fixed, extra_us = kernel.fixed_us, env.extra_us
+        time_us = launch + busy + fixed + extra_us
         bound: Bound
-        if launch + kernel.fixed_us > busy:
+        if launch + fixed > busy:
             bound = "latency"
         else:
             bound = "compute" if compute >= memory else "memory"
         total = kernel.bytes + env.extra_bytes
         hbm_util = hbm_bytes / (time_us * 1e-6) / self.gpu.hbm_bw if time_us > 0 else 0.0
-        return KernelCost(
-            kernel=kernel,
-            time_us=time_us,
-            bound=bound,
-            hbm_util=min(1.0, max(0.0, hbm_util)),
-            l2_hit=(total - hbm_bytes) / total if total > 0 else 0.0,
-            parts={
-                "compute_us": compute,
-                "memory_us": memory,
-                "launch_us": launch,
-                "fixed_us": kernel.fixed_us,
-                "extra_us": env.extra_us,
-            },
-        ), hbm_bytes
+        parts = {"compute_us": compute, "memory_us": memory, "launch_us": launch, "fixed_us": fixed,
+                 "extra_us": extra_us}
+        return (time_us, bound, min(1.0, max(0.0, hbm_util)), (total - hbm_bytes) / total if total > 0 else 0.0,
+                parts, hbm_bytes)
 
     def total_us(self, kernels: list[Kernel], env: CostEnv = DEFAULT_ENV) -> float:
         return sum(self.cost(k, env).time_us for k in kernels)

@@ -192,6 +192,18 @@ class Kernel:
             h = self.__dict__[_HASH] = hash(_kernel_fields(self))
             return h
 
+    def __eq__(self, other: object) -> bool:
+        """The equality dataclass would give (every field, in order), at C speed: a warm run's memo hits compare
+        each new kernel with its stored twin (~13k a 500-request run, 1.2 us each field by field). Two instance
+        dicts hold the fields and, once hashed, the same cached hash (equal fields hash alike), so they compare
+        as the fields do; a hashed kernel against an unhashed one compares its fields."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        mine, theirs = self.__dict__, other.__dict__
+        if (_HASH in mine) is (_HASH in theirs):  # the same keys: the fields, and the cached hash on both or neither
+            return mine == theirs
+        return _kernel_fields(self) == _kernel_fields(other)
+
     def __getstate__(self) -> dict[str, object]:
         """Pickled and copied without the cached hash: a string's hash differs from one process to the next."""
         state = self.__dict__.copy()

@@ -24,10 +24,13 @@ PLAIN_ENV = DEFAULT_ENV  # the cost model's own default object: it tells it apar
 # price the same shapes); a 500-request run prices ~14k, ~1-2 KB each with their kernels; past this many the memo
 # starts afresh at the next run (bounded memory: tens of MB).
 SHARED_COSTS_MAX = 50_000
-_shared_costs: dict[GPU, dict[tuple[Kernel, CostEnv], KernelCost]] = {}
+# a memo of prices: the default env's keyed by the kernel alone (no tuple to build, no CostEnv hash per lookup: a
+# run looks up ~15k), any other env's by (kernel, env); a Kernel never equals a tuple
+Costs = dict[Kernel | tuple[Kernel, CostEnv], KernelCost]
+_shared_costs: dict[GPU, Costs] = {}
 
 
-def default_costs(gpu: GPU) -> tuple[CostModel, dict[tuple[Kernel, CostEnv], KernelCost]]:
+def default_costs(gpu: GPU) -> tuple[CostModel, Costs]:
     """The GPU's default cost model and the prices it has given in this process (pure in kernel and env: the
     model's constants are module constants)."""
     costs = _shared_costs.setdefault(gpu, {})
@@ -38,7 +41,7 @@ def default_costs(gpu: GPU) -> tuple[CostModel, dict[tuple[Kernel, CostEnv], Ker
 
 class Timing:
     def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None,
-                 costs: dict[tuple[Kernel, CostEnv], KernelCost] | None = None, instance: int = 0,
+                 costs: Costs | None = None, instance: int = 0,
                  rank: int = 0) -> None:
         """`emit` None: a run that keeps no events (a summary-only serving run) builds no kernel events. `costs`: the
         memo of `cost_model`'s prices to use (default_costs'), else one of this Timing's own. `instance`: the engine
@@ -48,7 +51,7 @@ class Timing:
         self.rank = rank
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
-        self._costs: dict[tuple[Kernel, CostEnv], KernelCost] = {} if costs is None else costs
+        self._costs: Costs = {} if costs is None else costs
         self._by_id: dict[int, tuple[Kernel, KernelCost, dict[str, Any]]] = {}
         self._fields: dict[int, tuple[KernelCost, dict[str, Any]]] = {}  # a cost's kernel-event fields, by id
 
@@ -71,7 +74,7 @@ class Timing:
         return hit
 
     def _cost(self, k: Kernel, env: CostEnv) -> KernelCost:
-        key = (k, env)
+        key: Kernel | tuple[Kernel, CostEnv] = k if env is PLAIN_ENV else (k, env)
         c = self._costs.get(key)
         if c is None:
             c = self._costs[key] = self.cost_model.cost(k, env)
