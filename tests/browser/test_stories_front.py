@@ -67,6 +67,11 @@ def test_a_serving_comparison_draws_run_b_in_the_lanes_the_steps_and_the_histogr
     for q in ("p50", "p99"):
         assert sum(t.startswith(f"B {q} ") for t in marks) == 3, marks  # one per pane: TTFT, TPOT, ITL
     assert "B p50" in page.js("document.getElementById('latdist-info').textContent")
+    # mid-run A counts the requests finished by the cursor, B is drawn whole: the line says which is which
+    seek(page, page.js(f"{STORE}.main.request.filter(e => e.what === 'finished').map(e => e.t_us).sort((x, y) => x - y)[0]"))
+    page.wait(f"!{L}.views.latdist.shown.all")
+    assert "B: its whole run" in page.js("document.getElementById('latdist-info').textContent")
+    seek(page, 0)
     # the delta line speaks serving: p99 ITL A -> B with its change, the mean TTFT as a ratio
     delta = page.page.get_by_test_id("delta-line").inner_text()
     assert re.search(r"p99 ITL [\d.]+ → [\d.]+ ms \([+−][\d.]+%\)", delta), delta

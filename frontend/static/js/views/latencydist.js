@@ -219,7 +219,9 @@ export class LatencyDistView {
     });
     this.shown = shown;
     const total = fo.t.length;
-    const which = !this.serving.whole ? "" : cur.all ? `every request of the run (${total}), ` : `${k} of ${total} requests finished by the cursor (faint: the whole run), `;
+    // run B is drawn whole (an outline): while A grows with the cursor, the line says so beside B's figures
+    const ofB = this.bStats && !cur.all ? "; B: its whole run" : "";
+    const which = !this.serving.whole ? "" : cur.all ? `every request of the run (${total}), ` : `${k} of ${total} requests finished by the cursor (faint: the whole run${ofB}), `;
     const text = `${info.join(" · ")} · ${which}whole model, simulated at full size`;
     if (text !== this.info.textContent) this.info.textContent = text;
   }
