@@ -13,17 +13,24 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 
 @contextmanager
 def atomic_writer(path: Path | str, encoding: str = "utf-8") -> Iterator[TextIO]:
     """A text file to write `path` through; it replaces `path` only when the block ends without an error.
     An OSError names `path` (not the temporary)."""
+    with _atomic_file(path, "w", encoding) as f:
+        yield f
+
+
+@contextmanager
+def _atomic_file(path: Path | str, mode: str, encoding: str | None) -> Iterator[Any]:
+    """A temporary in `path`'s folder, opened with `mode`, renamed over `path` once written and synced."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding=encoding) as f:
+        with os.fdopen(fd, mode, encoding=encoding) as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
@@ -59,18 +66,5 @@ def _remove(tmp: str) -> None:
 
 def write_bytes_atomic(path: Path | str, data: bytes) -> None:
     """`data` into `path` as atomic_writer writes text: a temporary in the same folder, renamed over `path`."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
-    except OSError as e:
-        _remove(tmp)
-        raise OSError(e.errno, e.strerror or str(e), str(path)) from None
-    except BaseException:
-        _remove(tmp)
-        raise
+    with _atomic_file(path, "wb", None) as f:
+        f.write(data)
