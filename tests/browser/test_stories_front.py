@@ -68,7 +68,8 @@ def test_a_serving_comparison_draws_run_b_in_the_lanes_the_steps_and_the_histogr
         assert sum(t.startswith(f"B {q} ") for t in marks) == 3, marks  # one per pane: TTFT, TPOT, ITL
     assert "B p50" in page.js("document.getElementById('latdist-info').textContent")
     # mid-run A counts the requests finished by the cursor, B is drawn whole: the line says which is which
-    seek(page, page.js(f"{STORE}.main.request.filter(e => e.what === 'finished').map(e => e.t_us).sort((x, y) => x - y)[0]"))
+    finishes = page.js(f"{STORE}.main.request.filter(e => e.what === 'finished').map(e => e.t_us)")
+    seek(page, min(finishes))
     page.wait(f"!{L}.views.latdist.shown.all")
     assert "B: its whole run" in page.js("document.getElementById('latdist-info').textContent")
     seek(page, 0)
