@@ -31,6 +31,7 @@ from layerscope.model.config import PRESETS
 from layerscope.protocol import StreamedKernel
 from layerscope.result import SimResult, run_clock
 from layerscope.scenario import ScenarioSpec
+from layerscope.server.diskcache import PreparedCache
 from layerscope.server.overview import overview
 from layerscope.tour import tour_results
 
@@ -392,7 +393,7 @@ class RunCache:
         max_run_events: int | None = None,
         max_cpu_s: float = math.inf,
         max_memory_events: int | None = None,
-        disk: Any = None,
+        disk: PreparedCache | None = None,
     ) -> None:
         self._simulate = simulator.simulate
         self.estimate_work = simulator.estimate_work
@@ -406,7 +407,7 @@ class RunCache:
         self._presets: set[str] = set()  # keys of runs of presets as shipped: kept when nobody watches
         self._held: dict[str, tuple[PreparedRun, int]] = {}  # runs viewers show, with how many viewers
         self._pending: dict[str, _Pending] = {}
-        self.disk = disk  # a diskcache.PreparedCache: a preset's `loaded` text is written there once prepared
+        self.disk = disk  # a preset's `loaded` text is written there once prepared
         self._max_concurrent = max_concurrent
         self._slots: asyncio.Semaphore | None = None
         self._preset_slot: asyncio.Semaphore | None = None
