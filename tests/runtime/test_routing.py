@@ -127,3 +127,33 @@ def test_busiest_rank_from_16_layer_samples_is_near_all_94(monkeypatch: pytest.M
     monkeypatch.setattr(routing, "EP_LAYER_SAMPLES", L)
     every = [traffic("power_law:0.7", 8).load(n).rows for n in (8, 512, 4096)]
     assert sampled == pytest.approx(every, rel=0.05)
+
+
+def test_a_decode_step_prices_the_experts_its_router_reads():
+    """The serving runtime hands the measured MoE price its router's distinct experts: a decode step of 10 on one
+    H100 (Qwen3-30B-A3B, the graph of 16) under the default routing reads ~63 experts, not the ~80 of the table's
+    power-law row, and pays the measured price of an expert less for each."""
+    import dataclasses
+
+    from layerscope.hardware import tables
+    from layerscope.hardware.cost import CostModel
+    from layerscope.hardware.gpus import gpu
+    from layerscope.hardware.kernel import MoeOp, OpPart
+    from layerscope.runtime.sharded import deployed
+
+    spec = ScenarioSpec(name="v", model="qwen3-30b-a3b", gpu="h100-sxm", deployment={"tp": 1})
+    plan, model = deployed(spec)
+    parts = [k for k in plan.step_kernels(model, [(1, 2048)] * 10)
+             if isinstance(k.op, OpPart) and isinstance(k.op.op, MoeOp)]
+    op = parts[0].op.op
+    router = ExpertTraffic(parse_routing(DEFAULT_ROUTING), E, K, model.num_hidden_layers)
+    assert op.tokens == 16 and op.distinct == pytest.approx(router.distinct(16))
+    assert 55 < op.distinct < 70
+    cost = CostModel(gpu("h100-sxm"))
+    priced = sum(cost.cost(k).time_us for k in parts)  # the parts share the op's measured time
+    moved = tables.price("h100-sxm", op)
+    row = tables.price("h100-sxm", dataclasses.replace(op, distinct=0.0))
+    assert moved and row and priced == pytest.approx(moved.us, rel=1e-6)
+    table_d = moved.parts["table_distinct_experts"]
+    assert table_d > op.distinct + 10
+    assert moved.us == pytest.approx(row.us - moved.parts["per_expert_us"] * (table_d - op.distinct))

@@ -15,6 +15,8 @@ null); and the parts the price is made of. Specs (field names fixed, as issue 18
 
 "gpu" is a LayerScope GPU name. Optional fields and their defaults: dtype bf16, moe_tp 1, ep 1, routing uniform,
 prefix_len 0, kv_dtype bf16, impl custom. A bad spec is refused naming its line and field (exit 2, one line).
+A measured moe price is the table row's: for power_law:ALPHA the experts aiconfigurator-core's generator gives that
+many tokens (hardware/routing.py table_distinct_experts); a serving run moves it to the experts its router reads.
 """
 
 from __future__ import annotations

@@ -79,6 +79,9 @@ class MoeOp:
     ep: int = 1
     dtype: str = "bf16"  # bf16 | fp8_block
     routing: str = "uniform"  # balanced | uniform | power_law:ALPHA (hardware/cost.py busiest_rank_rows)
+    # the distinct experts the engine's router reads this step (runtime/routing.py), 0 = the table's own routing;
+    # a measured price is moved to it from the table row's (hardware/tables _moe): ep 1 only
+    distinct: float = 0.0
     op = "moe"
 
 

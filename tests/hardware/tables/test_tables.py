@@ -202,3 +202,82 @@ def test_a_table_read_key_by_key_equals_one_built_from_every_row_at_once() -> No
                 fastest[(key, x[1:])] = min(us, fastest.get((key, x[1:]), float("inf")))
             assert t.min_us == fastest
     tables.table.cache_clear()
+
+
+def _aic_counts_step_by_step(tokens: int, experts: int, top_k: int, weights: np.ndarray) -> np.ndarray:
+    """aiconfigurator-core's _generate_power_law_distribution (ep 1) as it is written: round, cap, then one count at
+    a time to the smallest (an excess from the largest)."""
+    target = tokens * top_k
+    c = np.round(weights / weights.sum() * target).astype(int)
+    over = int(np.clip(c - tokens, 0, None).sum())
+    c = np.minimum(c, tokens)
+    for _ in range(over):
+        free = np.nonzero(c < tokens)[0]
+        c[free[np.argmin(c[free])]] += 1
+    delta = target - int(c.sum())
+    for _ in range(max(delta, 0)):
+        free = np.nonzero(c < tokens)[0]
+        c[free[np.argmin(c[free])]] += 1
+    for _ in range(max(-delta, 0)):
+        held = np.nonzero(c > 0)[0]
+        c[held[np.argmax(c[held])]] -= 1
+    assert c.sum() == target
+    return c
+
+
+def test_a_power_law_row_reads_the_experts_its_generator_counts_give() -> None:
+    """table_distinct_experts (closed over the counts) equals the generator run count by count, draw for draw."""
+    from layerscope.hardware.routing import TABLE_DRAWS, table_distinct_experts
+
+    for tokens, alpha in ((2, 0.7), (8, 1.01), (16, 1.2), (32, 1.01), (128, 1.2)):
+        rng = np.random.default_rng([tokens, 128, 8, round(alpha * 1000)])
+        lo, hi = (1.0, 0.8 * tokens) if tokens * 8 > 128 else (0.01, 2.0)
+        a = 1.0 - alpha
+        w = ((hi**a - lo**a) * rng.random((TABLE_DRAWS, 128)) + lo**a) ** (1.0 / a)
+        step_by_step = np.mean([(_aic_counts_step_by_step(tokens, 128, 8, row) > 0).sum() for row in w])
+        assert table_distinct_experts(tokens, 128, 8, alpha) == pytest.approx(step_by_step, abs=1e-9)
+    # a small step: the generator spreads its picks over more experts than a router drawing them (63 at alpha 0.7)
+    assert table_distinct_experts(16, 128, 8, 0.7) > 75
+
+
+def test_measured_power_law_rows_price_the_experts_they_read() -> None:
+    """H100, Qwen3-30B-A3B's MoE (vLLM): the balanced rows are linear in the experts read, and the power-law rows
+    of a decode-sized step sit on that line at their generator's distinct experts, within 6%."""
+    from layerscope.hardware.routing import table_distinct_experts
+
+    def row(tokens: int, routing: str) -> float:
+        hit = tables.price("h100-sxm", MoeOp(tokens, 2048, 768, 128, 8, 1, 1, "bf16", routing))
+        assert hit is not None
+        return hit.us
+
+    per_expert = (row(16, "balanced") - row(1, "balanced")) / (128 - 8)
+    for tokens in (4, 8):  # balanced: tokens x 8 experts, one row each
+        assert row(tokens, "balanced") == pytest.approx(row(1, "balanced") + per_expert * (tokens * 8 - 8), rel=0.06)
+    for tokens in (8, 16):
+        for alpha in (1.01, 1.2):
+            d = table_distinct_experts(tokens, 128, 8, alpha)
+            predicted = row(1, "balanced") + per_expert * (d - 8)
+            assert row(tokens, f"power_law:{alpha:g}") == pytest.approx(predicted, rel=0.06)
+
+
+def test_a_router_reading_fewer_experts_than_the_row_pays_fewer() -> None:
+    """An op that says how many experts its router reads is moved off the row's count by the measured price of an
+    expert; without it (`layerscope kernel`, ep > 1) the row's own price stands."""
+    from layerscope.hardware.routing import table_distinct_experts
+
+    spec = (16, 2048, 768, 128, 8, 1, 1, "bf16", "power_law:1.2")
+    row = tables.price("h100-sxm", MoeOp(*spec))
+    d = table_distinct_experts(16, 128, 8, 1.2)
+    same = tables.price("h100-sxm", MoeOp(*spec, distinct=d))
+    fewer = tables.price("h100-sxm", MoeOp(*spec, distinct=d - 10))
+    assert row and same and fewer
+    assert same.us == pytest.approx(row.us)
+    per_expert = fewer.parts["per_expert_us"]
+    assert 2.5 < per_expert < 3.7  # ~9.4 MB of bf16 weights an expert at ~3 TB/s
+    assert fewer.us == pytest.approx(row.us - 10 * per_expert)
+    assert fewer.parts["table_distinct_experts"] == pytest.approx(d)
+    # balanced and uniform read the balanced rows: tokens x top_k experts at a decode size
+    uniform = tables.price("h100-sxm", MoeOp(10, 2048, 768, 128, 8, 1, 1, "bf16", "uniform", 60.9))
+    assert uniform and uniform.parts["table_distinct_experts"] == 80
+    ep = (16384, 4096, 1536, 128, 8, 1, 8, "bf16", "power_law:1.2")
+    assert tables.price("h200", MoeOp(*ep, distinct=5.0)) == tables.price("h200", MoeOp(*ep))

@@ -18,7 +18,8 @@ Per op, what is looked up (times in microseconds, sizes in bytes, converted by t
   for A in the measured exponents read their rows (between measured exponents: log-linear in A, balanced as A = 0);
   uniform random routing and measured counts read the balanced rows at the token count that gives every rank the
   busiest expert-parallel rank's expected load (hardware/routing.py busiest_rank_share; balanced rows give every
-  rank the mean).
+  rank the mean). An op that names its router's distinct experts (MoeOp.distinct, ep 1: a serving run's) is moved
+  from the row's distinct experts to them by the measured price of one expert (_moe).
 - context_attention: (kv_dtype, q_heads, kv_heads, head_dim) over (batch, seq_len), prefill from an empty cache (the
   tables hold no cached prefix: a chunk over one reads the fresh prompt of equal causal work, equal_work_seq_len).
 - decode_attention: the same key over (batch, kv_len).
@@ -53,7 +54,7 @@ from layerscope.hardware.kernel import (
     Op,
     TableRef,
 )
-from layerscope.hardware.routing import busiest_rank_share, parse_routing
+from layerscope.hardware.routing import busiest_rank_share, parse_routing, table_distinct_experts
 from layerscope.hardware.tables.grid import Grid
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "aic"
@@ -326,6 +327,50 @@ def graph_kernel_floor_us(system: str) -> float:
 
 
 def _moe(system: str, op: MoeOp) -> Measured | None:
+    """The measured experts; moved to the router's distinct experts where the engine says how many it reads."""
+    hit = _moe_row(system, op)
+    if hit is None or op.distinct <= 0 or op.ep != 1:
+        return hit
+    table_d = _table_distinct(op)
+    per_expert = _per_expert_us(system, op)
+    if table_d is None or per_expert is None:
+        return hit
+    # a decode-sized MoE streams the weights of the experts it reads: the balanced rows are linear in them (H100,
+    # Qwen3-30B-A3B's shape: 24.4 us + 3.09 us an expert from 8 to 128 experts, within 3%), and a power-law row
+    # reads the experts its generator's counts give (hardware/routing.py table_distinct_experts), not a router's
+    us = max(hit.us + per_expert * (op.distinct - table_d), hit.us * op.distinct / table_d)
+    return Measured(us, hit.table, {**hit.parts, "table_us": hit.us, "table_distinct_experts": table_d,
+                                    "router_distinct_experts": op.distinct, "per_expert_us": per_expert})
+
+
+def _per_expert_us(system: str, op: MoeOp) -> float | None:
+    """The measured price of one more expert read: the balanced rows from one token (top_k experts, one row each) to
+    experts / top_k tokens (every expert, one row each)."""
+    base = (op.dtype, "balanced", op.hidden, op.inter, op.experts, op.topk, op.moe_tp, op.ep)
+    one = lookup(system, "moe", base, (1.0,))
+    every = lookup(system, "moe", base, (op.experts / op.topk,))
+    if one is None or every is None or op.experts <= op.topk:
+        return None
+    return (every.us - one.us) / (op.experts - op.topk)
+
+
+def _table_distinct(op: MoeOp) -> float | None:
+    """The distinct experts the table row priced for `op` reads (its routing, interpolated as its price is)."""
+    kind, values = parse_routing(op.routing)
+    rows = float(min(op.experts, op.tokens * op.topk))  # balanced, and the balanced rows uniform and counts read
+    if kind != "power_law":
+        return rows
+    alpha = values[0]
+    points = [(0.0, rows), *((a, table_distinct_experts(op.tokens, op.experts, op.topk, a))
+                             for a in MEASURED_POWER_LAWS)]
+    for (a0, d0), (a1, d1) in zip(points, points[1:], strict=False):
+        if a0 <= alpha <= a1:
+            f = (alpha - a0) / (a1 - a0)
+            return math.exp((1 - f) * math.log(d0) + f * math.log(d1))
+    return None
+
+
+def _moe_row(system: str, op: MoeOp) -> Measured | None:
     base = (op.hidden, op.inter, op.experts, op.topk, op.moe_tp, op.ep)
     x = (float(op.tokens),)
     kind, values = parse_routing(op.routing)
