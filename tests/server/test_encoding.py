@@ -10,7 +10,7 @@ from fakesim import fake_simulate
 
 from layerscope.scenario import ScenarioSpec
 from layerscope.server import session as session_mod
-from layerscope.server.runs import EncodedEvent, prepare
+from layerscope.server.runs import EncodedEvent, compact_dumps, prepare
 from layerscope.server.session import OutQueue, encode_message
 
 SPEC = ScenarioSpec(prompt_len=8192, chunk_size=1024, decode_steps=40)
@@ -45,7 +45,7 @@ def test_control_messages_are_plain_json() -> None:
 def test_frame_encoding_dumps_only_the_head(monkeypatch: Any) -> None:
     run = prepare(fake_simulate(SPEC))
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(session_mod.json, "dumps", lambda v, **kw: calls.append(v) or json.JSONEncoder(**kw).encode(v))
+    monkeypatch.setattr(session_mod, "compact_dumps", lambda v: calls.append(v) or compact_dumps(v))
     text = encode_message({"type": "frame", "seq": 1, "t_us": 0.0, "events": run.events, "reset": False})
     assert len(calls) == 1 and "events" not in calls[0]  # the head only: no event is re-encoded per viewer
     assert len(json.loads(text)["events"]) == len(run.events)
@@ -54,7 +54,7 @@ def test_frame_encoding_dumps_only_the_head(monkeypatch: Any) -> None:
 def test_loaded_is_encoded_once_per_run_not_per_viewer(monkeypatch: Any) -> None:
     run = prepare(fake_simulate(SPEC))
     calls: list[Any] = []
-    monkeypatch.setattr(session_mod.json, "dumps", lambda v, **kw: calls.append(v) or json.JSONEncoder(**kw).encode(v))
+    monkeypatch.setattr(session_mod, "compact_dumps", lambda v: calls.append(v) or compact_dumps(v))
     texts = [encode_message(session_mod.loaded_message(run)) for _ in range(3)]  # three viewers load the run
     assert calls == [] and texts[0] is texts[1] is texts[2]
     assert json.loads(texts[0]) == json.loads(json.dumps(dict(run.loaded)))

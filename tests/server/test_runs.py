@@ -129,9 +129,11 @@ def test_loaded_is_encoded_in_short_pieces_to_the_same_text(monkeypatch: Any) ->
 
     value = {"a": [[i, f"k{i}", i / 7] for i in range(5003)], "b": [{"x": [1.5] * 3, "y": None}, {"z": "é\n"}],
              "c": {"1": {"deep": list(range(4001))}}, "d": {1: "int key"}, "e": float("nan"), "f": []}
-    assert runs_mod.dumps_in_pieces(value) == json.dumps(value, separators=(",", ":"))
+    assert runs_mod.dumps_in_pieces(value) == runs_mod.compact_dumps(value)
+    assert json.loads(runs_mod.dumps_in_pieces(value)) == json.loads(json.dumps(value))  # json.dumps' values
     run = prepare(fake_simulate(SPEC))
-    assert run.loaded.text == json.dumps(dict(run.loaded), separators=(",", ":"))
+    assert run.loaded.text == runs_mod.compact_dumps(dict(run.loaded))
+    assert json.loads(run.loaded.text) == json.loads(json.dumps(dict(run.loaded)))
 
     biggest: list[int] = []
     real = runs_mod.compact_dumps
