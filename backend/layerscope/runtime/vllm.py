@@ -93,6 +93,13 @@ class VllmRuntime(RuntimePlan):
         """GEMMs over every token of the step; attention per sequence, merged into one varlen launch per kind
         (prefill chunks attend to their cached context, decodes read their whole KV); MoE over the distinct
         experts all the step's tokens touch."""
+        tokens, attn, prefill = self.step_attention(model, batch)
+        # SGLang runs a batch with prefill ("extend") tokens eagerly, outside its CUDA graphs (runtime/sharded.py)
+        return self._layer(model, tokens, attn, dtype, eager=prefill and self.engine == "sglang")
+
+    def step_attention(self, model: ModelConfig, batch: list[tuple[int, int]]) -> tuple[int, list[Kernel], bool]:
+        """The step's token count, its attention kernels, and whether it has a prefill; the rest of its layer is
+        `layer_parts` of the token count (the only part a serving run's steps do not share)."""
         if not batch:
             raise ValueError("a step needs at least one sequence")
         prefills: list[tuple[int, int]] = []
@@ -119,14 +126,19 @@ class VllmRuntime(RuntimePlan):
         if num_decodes:
             attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx,
                                            gqa_packed=not (prefills and self.arch in UNPACKED_MIXED_DECODE))
-        # SGLang runs a batch with prefill ("extend") tokens eagerly, outside its CUDA graphs (runtime/sharded.py)
-        return self._layer(model, tokens, attn, dtype, eager=bool(prefills) and self.engine == "sglang")
+        return tokens, attn, bool(prefills)
 
     # -- the layer, around its attention -------------------------------------------------------------------------
     def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str,
                eager: bool = False) -> list[Kernel]:
         """The layer's kernels around `attention`; the rest depends only on (model, tokens, dtype, eager), so a
         serving run's thousands of steps share it (Kernels are frozen). `eager`: SGLang outside a CUDA graph."""
+        before, after = self.layer_parts(m, t, dtype, eager)
+        return [*before, *attention, *after]
+
+    def layer_parts(self, m: ModelConfig, t: int, dtype: str, eager: bool = False
+                    ) -> tuple[list[Kernel], list[Kernel]]:
+        """The layer's kernels before and after its attention at `t` tokens, memoised (the same lists each step)."""
         key = (m, t, dtype, eager)
         parts = self._parts.get(key)
         if parts is None:
@@ -135,7 +147,7 @@ class VllmRuntime(RuntimePlan):
             if padded != t:  # (vLLM's KV store runs the real rows: not marked)
                 parts = (_padded(parts[0], t, padded), _padded(parts[1], t, padded))
             self._parts[key] = parts
-        return [*parts[0], *attention, *parts[1]]
+        return parts
 
     def padded_tokens(self, t: int, eager: bool = False) -> int:
         """The token count a step of `t` tokens runs its graph at: the smallest captured size >= t (vLLM V1
