@@ -137,8 +137,10 @@ class Timing:
         any other."""
         by_id = self._by_id
         found = list(map(by_id.get, map(id, kernels)))  # an entry holds its kernel: a found id is that kernel
-        # a kernel not seen yet: price it
-        hits = [by_id.get(id(k)) or self._plain(k) for k in kernels] if None in found else cast(list[_Hit], found)
+        while None in found:  # a kernel not seen yet (a step's new attention): price it
+            i = found.index(None)
+            found[i] = self._plain(kernels[i])
+        hits = cast(list[_Hit], found)
         layout = self._layouts.get(tuple(map(_STREAM, kernels)))
         if layout is None:
             streams_of = tuple(k.stream for k in kernels)

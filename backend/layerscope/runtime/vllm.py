@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from operator import itemgetter
 
 from layerscope.hardware.cost import (
     attention_flops,
@@ -102,22 +103,17 @@ class VllmRuntime(RuntimePlan):
         `layer_parts` of the token count (the only part a serving run's steps do not share)."""
         if not batch:
             raise ValueError("a step needs at least one sequence")
-        prefills: list[tuple[int, int]] = []
-        num_decodes = decode_ctx = tokens = 0
         news, contexts = zip(*batch, strict=True)
-        if min(news) == 1 == max(news) and min(contexts) > 0:  # decodes only (most steps): no walk in Python
-            num_decodes = tokens = len(batch)
-            decode_ctx = sum(contexts) + num_decodes  # each reads its context and its own new token
-            batch = []
-        for n, ctx in batch:
-            if n < 1 or ctx < 0:
+        if min(news) < 1 or min(contexts) < 0:
+            for n, ctx in batch:
                 _check(n, ctx)
-            tokens += n
-            if n > 1 or ctx == 0:  # a decode always has context: a 1-token prompt is a prefill
-                prefills.append((n, ctx))
-            else:
-                num_decodes += 1
-                decode_ctx += ctx + 1  # a decode reads its context and its own new token
+        tokens = sum(news)
+        prefills: list[tuple[int, int]] = []
+        if tokens > len(batch) or min(contexts) == 0:  # not decodes only (most steps are): C-speed scans otherwise
+            prefills = [(n, ctx) for n, ctx in batch if n > 1 or ctx == 0]  # a decode always has context
+        num_decodes = len(batch) - len(prefills)
+        # each decode reads its context and its own new token
+        decode_ctx = sum(contexts) - sum(map(itemgetter(1), prefills)) + num_decodes
         attn: list[Kernel] = []
         if len(prefills) == 1:
             attn += self._prefill_attention(model, *prefills[0])
