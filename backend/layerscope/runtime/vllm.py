@@ -108,12 +108,10 @@ class VllmRuntime(RuntimePlan):
             for n, ctx in batch:
                 _check(n, ctx)
         tokens = sum(news)
-        prefills: list[tuple[int, int]] = []
-        if tokens > len(batch) or min(contexts) == 0:  # not decodes only (most steps are): C-speed scans otherwise
-            prefills = [(n, ctx) for n, ctx in batch if n > 1 or ctx == 0]  # a decode always has context
+        # the prefills (a decode always has context), none in a step of decodes only (most steps): C-speed scans
+        prefills = [(n, ctx) for n, ctx in batch if n > 1 or ctx == 0] if tokens > len(batch) or 0 in contexts else []
         num_decodes = len(batch) - len(prefills)
-        # each decode reads its context and its own new token
-        decode_ctx = sum(contexts) - sum(map(itemgetter(1), prefills)) + num_decodes
+        decode_ctx = sum(contexts) - sum(map(itemgetter(1), prefills)) + num_decodes  # each reads its new token too
         attn: list[Kernel] = []
         if len(prefills) == 1:
             attn += self._prefill_attention(model, *prefills[0])
