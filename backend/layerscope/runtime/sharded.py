@@ -159,6 +159,12 @@ class ShardedRuntime(RuntimePlan):
         # (model, tokens, the step's stages) -> where with_collectives inserts which all-reduce
         self._collectives_at: dict[tuple[ModelConfig, int, tuple[str, ...]], list[tuple[int, Kernel]]] = {}
         self._floored: dict[int, tuple[Kernel, Kernel]] = {}  # id(kernel) -> (kernel, kernel with its floor)
+        # (model, tokens, weight dtype) -> vLLM's layer before and after its attention, finished (`_vllm_step`)
+        self._finished_parts: dict[tuple[ModelConfig, int, str], tuple[list[Kernel], list[Kernel]]] = {}
+        # whether `_vllm_step` gives `_finish`'s kernels: vLLM's, with this class's all-reduces (a DP rank's depend
+        # on its group's step, not on its own tokens alone: runtime/dp_plan.py)
+        self._split_finish = (isinstance(base, VllmRuntime) and deployment.engine != "sglang"
+                              and type(self).with_collectives is ShardedRuntime.with_collectives)
         self._eager_layers: dict[tuple[int, ...], tuple[list[Kernel], list[Kernel]]] = {}  # SGLang's eager layers
         # how launch_floors prices a kernel; an engine hands in its Timing's memoised cost, so that a step's new
         # attention kernel is priced once, not once here and again when it is launched
@@ -173,11 +179,28 @@ class ShardedRuntime(RuntimePlan):
         return self._finish(model, ks, batch, prefill=False)
 
     def step_kernels(self, model: ModelConfig, batch: list[tuple[int, int]], dtype: str = "bf16") -> list[Kernel]:
+        if self._split_finish and isinstance(self.base, VllmRuntime):
+            return self._vllm_step(self.base, model, batch)
         ks = self.base.step_kernels(model, batch, self.dep.weight_dtype)
         tokens = sum(map(itemgetter(0), batch))
         # a prefill: a sequence of more than one token (every n >= 1), or one with no context (C-speed scans)
         prefill = tokens > len(batch) or 0 in map(itemgetter(1), batch)
         return self._finish(model, ks, tokens, prefill)
+
+    def _vllm_step(self, base: VllmRuntime, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
+        """`_finish` of vLLM's step, its layer around the attention finished once per token count: the all-reduces
+        all follow the attention (REDUCED_AFTER's stages come after it) and vLLM's launch floors are per kernel,
+        so finishing the parts apart gives the same kernels. (SGLang's eager waits span the whole layer.)"""
+        tokens, attn, _ = base.step_attention(model, batch)
+        dtype = self.dep.weight_dtype
+        key = (model, tokens, dtype)
+        parts = self._finished_parts.get(key)
+        if parts is None:
+            before, after = base.layer_parts(model, tokens, dtype)
+            after = self.with_collectives(model, after, self.padded_tokens(tokens))
+            parts = self._finished_parts[key] = (self.launch_floors(before, tokens),
+                                                 self.launch_floors(after, tokens))
+        return [*parts[0], *self.launch_floors(attn, tokens), *parts[1]]
 
     def outside_layer_kernels(self, model: ModelConfig, batch: list[tuple[int, int]]) -> list[Kernel]:
         """Embedding, final norm, lm_head, logits all-gather, sampling, and the host time the GPU waits for (as a

@@ -11,7 +11,9 @@ share their own stream "decode_fused" and follow each other on it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from itertools import accumulate
+from operator import attrgetter, itemgetter
+from typing import Any, cast
 
 from layerscope.events import KernelEvent, trusted_event
 from layerscope.hardware.cost import DEFAULT_ENV, CostModel
@@ -28,6 +30,7 @@ SHARED_COSTS_MAX = 50_000
 # run looks up ~15k), any other env's by (kernel, env); a Kernel never equals a tuple
 Costs = dict[Kernel | tuple[Kernel, CostEnv], KernelCost]
 _shared_costs: dict[GPU, Costs] = {}
+_Hit = tuple[Kernel, KernelCost, dict[str, Any]]  # a kernel, its cost, its event fields (Timing._plain)
 
 
 def default_costs(gpu: GPU) -> tuple[CostModel, Costs]:
@@ -52,8 +55,10 @@ class Timing:
         self.emit = emit
         self.streams: dict[str, float] = {}  # stream -> time it is free
         self._costs: Costs = {} if costs is None else costs
-        self._by_id: dict[int, tuple[Kernel, KernelCost, dict[str, Any]]] = {}
+        self._by_id: dict[int, _Hit] = {}
         self._fields: dict[int, tuple[KernelCost, dict[str, Any]]] = {}  # a cost's kernel-event fields, by id
+        # a step's kernels' streams -> (stream, index of its last kernel) for each (`_end_to_end`)
+        self._layouts: dict[tuple[str, ...], tuple[tuple[str, int], ...]] = {}
 
     def stream_free(self, stream: str) -> float:
         return self.streams.get(stream, 0.0)
@@ -63,7 +68,7 @@ class Timing:
             return self._plain(k)[1]
         return self._cost(k, env)
 
-    def _plain(self, k: Kernel) -> tuple[Kernel, KernelCost, dict[str, Any]]:
+    def _plain(self, k: Kernel) -> _Hit:
         """The same Kernel object again (a plan's memoised kernels): its cost and event fields without hashing
         its fields."""
         hit = self._by_id.get(id(k))
@@ -93,9 +98,13 @@ class Timing:
     ) -> float:
         """Lay kernels end to end from time t (a copy-stream kernel runs beside the compute it follows);
         returns when the last one ends."""
+        streams, emit, by_id = self.streams, self.emit, self._by_id
+        if env is None and emit is None and costs is None and stages is None:  # a summary-only run's every step
+            end = self._end_to_end(kernels, t)
+            if end is not None:
+                return end
         dep = t  # end of the last non-copy kernel: the data dependency
         end = t
-        streams, emit, by_id = self.streams, self.emit, self._by_id
         for k in kernels:
             if env is None:  # the serving loop's every step: inlined, one lookup gives cost and event fields
                 hit = by_id.get(id(k))
@@ -122,6 +131,31 @@ class Timing:
                 stages[k.stage] = stages.get(k.stage, 0.0) + c.time_us
         return end
 
+    def _end_to_end(self, kernels: list[Kernel], t: float) -> float | None:
+        """`launch` of kernels that run end to end from t (no copy stream; each of their streams free by t; no
+        negative time): the loop's own sums (start + time, the start the previous finish), at C speed; None for
+        any other."""
+        by_id = self._by_id
+        found = list(map(by_id.get, map(id, kernels)))  # an entry holds its kernel: a found id is that kernel
+        while None in found:  # a kernel not seen yet (a step's new attention): price it
+            i = found.index(None)
+            found[i] = self._plain(kernels[i])
+        hits = cast(list[_Hit], found)
+        layout = self._layouts.get(tuple(map(_STREAM, kernels)))
+        if layout is None:
+            streams_of = tuple(k.stream for k in kernels)
+            layout = self._layouts[streams_of] = _last_of_each(streams_of)
+        streams = self.streams
+        if layout is _NOT_END_TO_END or any(streams.get(s, 0.0) > t for s, _ in layout):
+            return None
+        times = list(map(_TIME_US, map(_COST, hits)))
+        if times and min(times) < 0.0:
+            return None
+        ends = list(accumulate(times, initial=t))  # ends[i + 1]: when kernel i finishes
+        for s, i in layout:
+            streams[s] = ends[i + 1]
+        return ends[-1]
+
     def copy(self, c: KernelCost, t: float, phase: str, step: int | None = None) -> float:
         """A copy-stream kernel issued at t: starts when the copy engine is free; returns its start."""
         start = max(t, self.stream_free(COPY))
@@ -141,6 +175,20 @@ class Timing:
             # holds c: its id is not reused meanwhile
             hit = self._fields[id(c)] = (c, _cost_fields(c, self.instance, self.rank))
         return hit[1]
+
+
+_STREAM = attrgetter("stream")
+_COST = itemgetter(1)
+_TIME_US = attrgetter("time_us")
+_NOT_END_TO_END: tuple[tuple[str, int], ...] = ()  # a layout with a copy-stream kernel (or none at all)
+
+
+def _last_of_each(streams: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    """(stream, index of its last kernel) for each stream of a step's kernels; none if one is on the copy stream."""
+    if COPY in streams or not streams:
+        return _NOT_END_TO_END
+    last = {s: i for i, s in enumerate(streams)}
+    return tuple(last.items())
 
 
 def _kernel_event(fields: dict[str, Any], phase: str, start: float, chunk: int | None, step: int | None) -> Any:

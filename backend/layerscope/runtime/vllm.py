@@ -25,6 +25,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from operator import itemgetter
 
 from layerscope.hardware.cost import (
     attention_flops,
@@ -93,24 +94,24 @@ class VllmRuntime(RuntimePlan):
         """GEMMs over every token of the step; attention per sequence, merged into one varlen launch per kind
         (prefill chunks attend to their cached context, decodes read their whole KV); MoE over the distinct
         experts all the step's tokens touch."""
+        tokens, attn, prefill = self.step_attention(model, batch)
+        # SGLang runs a batch with prefill ("extend") tokens eagerly, outside its CUDA graphs (runtime/sharded.py)
+        return self._layer(model, tokens, attn, dtype, eager=prefill and self.engine == "sglang")
+
+    def step_attention(self, model: ModelConfig, batch: list[tuple[int, int]]) -> tuple[int, list[Kernel], bool]:
+        """The step's token count, its attention kernels, and whether it has a prefill; the rest of its layer is
+        `layer_parts` of the token count (the only part a serving run's steps do not share)."""
         if not batch:
             raise ValueError("a step needs at least one sequence")
-        prefills: list[tuple[int, int]] = []
-        num_decodes = decode_ctx = tokens = 0
         news, contexts = zip(*batch, strict=True)
-        if min(news) == 1 == max(news) and min(contexts) > 0:  # decodes only (most steps): no walk in Python
-            num_decodes = tokens = len(batch)
-            decode_ctx = sum(contexts) + num_decodes  # each reads its context and its own new token
-            batch = []
-        for n, ctx in batch:
-            if n < 1 or ctx < 0:
+        if min(news) < 1 or min(contexts) < 0:
+            for n, ctx in batch:
                 _check(n, ctx)
-            tokens += n
-            if n > 1 or ctx == 0:  # a decode always has context: a 1-token prompt is a prefill
-                prefills.append((n, ctx))
-            else:
-                num_decodes += 1
-                decode_ctx += ctx + 1  # a decode reads its context and its own new token
+        tokens = sum(news)
+        # the prefills (a decode always has context), none in a step of decodes only (most steps): C-speed scans
+        prefills = [(n, ctx) for n, ctx in batch if n > 1 or ctx == 0] if tokens > len(batch) or 0 in contexts else []
+        num_decodes = len(batch) - len(prefills)
+        decode_ctx = sum(contexts) - sum(map(itemgetter(1), prefills)) + num_decodes  # each reads its new token too
         attn: list[Kernel] = []
         if len(prefills) == 1:
             attn += self._prefill_attention(model, *prefills[0])
@@ -119,14 +120,19 @@ class VllmRuntime(RuntimePlan):
         if num_decodes:
             attn += self._decode_attention(model, decode_ctx // num_decodes, num_decodes, decode_ctx,
                                            gqa_packed=not (prefills and self.arch in UNPACKED_MIXED_DECODE))
-        # SGLang runs a batch with prefill ("extend") tokens eagerly, outside its CUDA graphs (runtime/sharded.py)
-        return self._layer(model, tokens, attn, dtype, eager=bool(prefills) and self.engine == "sglang")
+        return tokens, attn, bool(prefills)
 
     # -- the layer, around its attention -------------------------------------------------------------------------
     def _layer(self, m: ModelConfig, t: int, attention: list[Kernel], dtype: str,
                eager: bool = False) -> list[Kernel]:
         """The layer's kernels around `attention`; the rest depends only on (model, tokens, dtype, eager), so a
         serving run's thousands of steps share it (Kernels are frozen). `eager`: SGLang outside a CUDA graph."""
+        before, after = self.layer_parts(m, t, dtype, eager)
+        return [*before, *attention, *after]
+
+    def layer_parts(self, m: ModelConfig, t: int, dtype: str, eager: bool = False
+                    ) -> tuple[list[Kernel], list[Kernel]]:
+        """The layer's kernels before and after its attention at `t` tokens, memoised (the same lists each step)."""
         key = (m, t, dtype, eager)
         parts = self._parts.get(key)
         if parts is None:
@@ -135,7 +141,7 @@ class VllmRuntime(RuntimePlan):
             if padded != t:  # (vLLM's KV store runs the real rows: not marked)
                 parts = (_padded(parts[0], t, padded), _padded(parts[1], t, padded))
             self._parts[key] = parts
-        return [*parts[0], *attention, *parts[1]]
+        return parts
 
     def padded_tokens(self, t: int, eager: bool = False) -> int:
         """The token count a step of `t` tokens runs its graph at: the smallest captured size >= t (vLLM V1
