@@ -186,6 +186,17 @@ class KVCacheManager:
         self.cache_blocks(req, computed + num_new_tokens)
         return out
 
+    def allocate_boundary_blocks(self, reqs: list[Request]) -> list[Allocation] | None:
+        """allocate_slots(req, 1) for each decode in `reqs`, in order, whose one token starts a new block: one
+        call a step instead of one per block. Only when the pool holds a block for every one of them (none can
+        then fail, so none preempts) and the policy is the one queue; else None, nothing done (the caller takes
+        the general path). Each take lowers num_free + len(evictable) by exactly one (a free slot, or an unused
+        cached block the queue's head evicts), so the test up front is exact."""
+        if not self._one_queue or self.pool.num_free + len(self.evictable) < len(reqs):
+            return None
+        tables = self.req_to_blocks
+        return [_take_block(self, r, tables[r.request_id], r.num_computed_tokens + 1) for r in reqs]
+
     def _new_blocks(self, req: Request, need: int, free: int, out: Allocation) -> None:
         if need > free and not self._one_queue:
             out.evicted = self._evict(need - free)
@@ -291,6 +302,11 @@ def _one_block(m: KVCacheManager, req: Request, table: list[Block], num_tokens: 
     migrations): the same queue head, block and cache entries as the general path, in fewer calls."""
     if m.pool.num_free + len(m.evictable) < 1:
         return None
+    return _take_block(m, req, table, num_tokens)
+
+
+def _take_block(m: KVCacheManager, req: Request, table: list[Block], num_tokens: int) -> Allocation:
+    """_one_block once the pool is known to hold a block for it."""
     where = m.allocator.take_one(f"req{req.request_id}", "prefill" if req.is_prefill else "decode")
     assert where is not None, f"a block for request {req.request_id}: the pool counted one free but placed none"
     b = Block(where[0], where[1], 1)
