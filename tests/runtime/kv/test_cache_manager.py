@@ -247,3 +247,43 @@ def test_a_filled_block_is_not_cached_without_prefix_caching() -> None:
     r.num_computed_tokens, r.num_output_tokens = 3, 1
     cache_filled_block(m, r, 4)
     assert not m.cached and not r.block_hashes
+
+
+def _at_boundary(m: KVCacheManager, rid: int, prompt: list[int]) -> Request:
+    """A request whose prompt fills whole blocks, computed and one token sampled: its next token needs a block."""
+    r = _req(rid, prompt)
+    m.allocate_slots(r, len(prompt))
+    r.num_computed_tokens, r.num_output_tokens = len(prompt), 1
+    return r
+
+
+def _boundary_state() -> tuple[KVCacheManager, list[Request]]:
+    m = _mgr(banks=1, per_bank=5)  # slot 0: the cached block; 1-3: the two requests'; 4: the last fresh one
+    gone = _req(9, list(range(200, 204)))  # one cached block, freed: the queue's tail evicts it when reached
+    m.allocate_slots(gone, 4)
+    m.free(gone)
+    return m, [_at_boundary(m, 0, list(range(8))), _at_boundary(m, 1, list(range(50, 54)))]
+
+
+def test_boundary_blocks_in_one_call_match_one_allocate_slots_each() -> None:
+    one_by_one, reqs = _boundary_state()
+    expected = [one_by_one.allocate_slots(r, 1) for r in reqs]
+    batched, reqs2 = _boundary_state()
+    got = batched.allocate_boundary_blocks(reqs2)
+    assert got is not None
+    for a, b in zip(expected, got, strict=True):
+        assert a is not None
+        assert [(x.bank, x.slot) for x in a.new_blocks] == [(x.bank, x.slot) for x in b.new_blocks]
+        assert a.evicted == b.evicted
+    assert [a.evicted for a in got] == [[], [(0, 0)]]  # the second one's block is the evicted cached one
+    assert [one_by_one.block_table(r.request_id) for r in reqs] == [batched.block_table(r.request_id) for r in reqs2]
+    assert one_by_one.version == batched.version and one_by_one.drain_log() == batched.drain_log()
+    batched.pool.check()
+
+
+def test_boundary_blocks_are_all_or_nothing_when_the_pool_is_short() -> None:
+    m = _mgr(banks=1, per_bank=4, caching=False)
+    reqs = [_at_boundary(m, 0, list(range(4))), _at_boundary(m, 1, list(range(50, 58)))]  # 3 of 4 blocks taken
+    version, tables = m.version, [m.block_table(r.request_id) for r in reqs]
+    assert m.allocate_boundary_blocks(reqs) is None  # two needed, one free: nothing taken
+    assert m.version == version and [m.block_table(r.request_id) for r in reqs] == tables and m.pool.num_free == 1

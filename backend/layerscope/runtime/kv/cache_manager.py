@@ -166,7 +166,8 @@ class KVCacheManager:
             self.cache_blocks(req, computed + num_new_tokens)
             return Allocation()  # the tokens fit the request's last block: most decode steps
         if need == 1 and not hits and self._one_queue:  # a decode crossing a block boundary: most allocations
-            return _one_block(self, req, table, computed + num_new_tokens)
+            has_room = self.pool.num_free + len(self.evictable) > 0
+            return _take_block(self, req, table, computed + num_new_tokens) if has_room else None
         # cached hits no request uses are evictable: touching them takes them off that list
         reclaimable = sum(1 for b in hits if b.ref_cnt == 0) if hits else 0
         free = self.pool.num_free
@@ -185,6 +186,15 @@ class KVCacheManager:
         self.version += 1
         self.cache_blocks(req, computed + num_new_tokens)
         return out
+
+    def allocate_boundary_blocks(self, reqs: list[Request]) -> list[Allocation] | None:
+        """allocate_slots(req, 1) of each decode in `reqs` (in order) whose token starts a new block, in one call,
+        when the policy is the one queue and the pool holds a block for each (none fails, none preempts: each take
+        lowers num_free + len(evictable) by one); else None, nothing done (the caller takes the general path)."""
+        if not self._one_queue or self.pool.num_free + len(self.evictable) < len(reqs):
+            return None
+        tables = self.req_to_blocks
+        return [_take_block(self, r, tables[r.request_id], r.num_computed_tokens + 1) for r in reqs]
 
     def _new_blocks(self, req: Request, need: int, free: int, out: Allocation) -> None:
         if need > free and not self._one_queue:
@@ -286,11 +296,10 @@ class KVCacheManager:
         return out
 
 
-def _one_block(m: KVCacheManager, req: Request, table: list[Block], num_tokens: int) -> Allocation | None:
+def _take_block(m: KVCacheManager, req: Request, table: list[Block], num_tokens: int) -> Allocation:
     """m.allocate_slots of one new block without hits, for a one-queue policy (nothing to evict up front, no
-    migrations): the same queue head, block and cache entries as the general path, in fewer calls."""
-    if m.pool.num_free + len(m.evictable) < 1:
-        return None
+    migrations) and a pool known to hold one: the same queue head, block and cache entries as the general path,
+    in fewer calls."""
     where = m.allocator.take_one(f"req{req.request_id}", "prefill" if req.is_prefill else "decode")
     assert where is not None, f"a block for request {req.request_id}: the pool counted one free but placed none"
     b = Block(where[0], where[1], 1)
