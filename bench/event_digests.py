@@ -9,11 +9,18 @@ A commit that changes events updates the file in the same commit and says why in
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
-import sys
-from pathlib import Path
+import os
+
+# numpy picks its exp/log/pow loops by the CPU at run time (AVX-512's differ from AVX2's in the last bits; numpy
+# 2.4's `show_runtime` calls the levels X86_V3, X86_V4, ...), and a last bit can round an event's time the other
+# way: the digests are computed on numpy's baseline loops, the same on every x86-64 machine (set before numpy loads).
+os.environ["NPY_DISABLE_CPU_FEATURES"] = "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
+
+import argparse  # noqa: E402
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from layerscope.atomic import write_text_atomic
 from layerscope.export.events import to_jsonl

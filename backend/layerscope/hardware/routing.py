@@ -115,7 +115,7 @@ def check_routing(text: str) -> str:
     return text
 
 
-TABLE_DRAWS = 256  # draws of aiconfigurator-core's generator averaged for its rows' distinct experts (within ~0.5)
+TABLE_DRAWS = 64  # draws of aiconfigurator-core's generator averaged for its rows' distinct experts (within ~1)
 
 
 @functools.lru_cache(maxsize=1024)  # pure; a serving run asks again for every step's token count

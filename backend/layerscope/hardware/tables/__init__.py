@@ -329,7 +329,9 @@ def graph_kernel_floor_us(system: str) -> float:
 def _moe(system: str, op: MoeOp) -> Measured | None:
     """The measured experts; moved to the router's distinct experts where the engine says how many it reads."""
     hit = _moe_row(system, op)
-    if hit is None or op.distinct <= 0 or op.ep != 1:
+    # where the rows show it: a decode-sized step (tokens x top_k <= experts, about one row an expert); beyond, the
+    # experts' rows grow and the row's own price stands
+    if hit is None or op.distinct <= 0 or op.ep != 1 or op.tokens * op.topk > op.experts:
         return hit
     table_d = _table_distinct(op)
     per_expert = _per_expert_us(system, op)
