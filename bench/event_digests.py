@@ -13,8 +13,10 @@ import os
 
 # numpy picks its exp/log/pow loops by the CPU at run time (AVX-512's differ from AVX2's in the last bits; numpy
 # 2.4's `show_runtime` calls the levels X86_V3, X86_V4, ...), and a last bit can round an event's time the other
-# way: the digests are computed on numpy's baseline loops, the same on every x86-64 machine (set before numpy loads).
-os.environ["NPY_DISABLE_CPU_FEATURES"] = "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
+# way: the digests are computed on numpy's baseline loops, the same on every x86-64 machine (set before numpy loads;
+# only when run as the check, so a test importing this module leaves its own processes as they are).
+if __name__ == "__main__":
+    os.environ["NPY_DISABLE_CPU_FEATURES"] = "X86_V3 X86_V4 AVX512_ICL AVX512_SPR"
 
 import argparse  # noqa: E402
 import hashlib  # noqa: E402
