@@ -98,11 +98,8 @@ def moe_kernels(t: int, h: int, mi: int, e: int, k: int, w: str, p: MoePlacement
             ctas=t,
         ),
     ]
-    # the router's own distinct experts move the measured price off the table row's (ep 1: the busiest rank's
-    # rows under ep are read from the balanced rows already)
-    routed = distinct if load is not None and p.ep == 1 else 0.0
     op = MoeOp(t, h, mi * p.moe_tp, e, k, p.moe_tp, p.ep, "fp8_block" if w == "fp8" else "bf16", p.routing,
-               routed)
+               distinct if load is not None and p.ep == 1 else 0.0)
     return [
         *linear("bf16", "router", t, e, h),
         Kernel(
