@@ -74,9 +74,9 @@ class Scheduler:
         if budget >= len(self.running):  # every decode gets its token (most steps): no budget test per request
             decodes, prefills = self._plain_decodes(out)
             budget -= len(out.decodes)
-            if decodes:  # those crossing a block boundary, in one call when the pool has a block for each
-                budget -= self._boundary_decodes(decodes, out)
-                decodes = decodes if not out.allocated else []
+            if decodes and self._boundary_decodes(decodes, out):  # those crossing a block boundary, in one call
+                budget -= len(decodes)
+                decodes = []
         else:
             decodes, prefills, budget = self._plain_decodes_budgeted(out, budget)
         for req in decodes + prefills:
@@ -123,16 +123,16 @@ class Scheduler:
                 prefills.append(r)
         return decodes, prefills
 
-    def _boundary_decodes(self, decodes: list[Request], out: SchedulerOutput) -> int:
+    def _boundary_decodes(self, decodes: list[Request], out: SchedulerOutput) -> bool:
         """Decodes that each need a new block, all given one when the pool holds enough (then none preempts and
-        each gets its token, as in the general pass: the budget covers every running request); returns the
-        tokens scheduled (0: none was, the general pass handles them)."""
+        each gets its token, as in the general pass: the budget covers every running request); whether they
+        were (False: none was, the general pass handles them)."""
         allocs = self.kv.allocate_boundary_blocks(decodes)
         if allocs is None:
-            return 0
+            return False
         out.allocated.extend(ScheduledSeq(r, 1, r.num_computed_tokens, allocation=a)
                              for r, a in zip(decodes, allocs, strict=True))
-        return len(decodes)
+        return True
 
     def _plain_decodes_budgeted(self, out: SchedulerOutput, budget: int
                                 ) -> tuple[list[Request], list[Request], int]:

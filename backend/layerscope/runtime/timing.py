@@ -141,9 +141,9 @@ class Timing:
             i = found.index(None)
             found[i] = self._plain(kernels[i])
         hits = cast(list[_Hit], found)
-        layout = self._layouts.get(tuple(map(_STREAM, kernels)))
+        streams_of = tuple(map(_STREAM, kernels))
+        layout = self._layouts.get(streams_of)
         if layout is None:
-            streams_of = tuple(k.stream for k in kernels)
             layout = self._layouts[streams_of] = _last_of_each(streams_of)
         streams = self.streams
         if layout is _NOT_END_TO_END or any(streams.get(s, 0.0) > t for s, _ in layout):
