@@ -47,4 +47,9 @@ def replica_metrics(instances: list[ServingInstance], events: list[object] | Non
     """Each replica's `vllm bench serve` figures: from its own events, or its own ServingMetrics."""
     if events is None:
         return [inst.metrics.figures() for inst in instances if inst.metrics is not None]
-    return [serving_metrics(e for e in events if getattr(e, "instance", 0) == i) for i in range(len(instances))]
+    own: dict[object, list[object]] = {i: [] for i in range(len(instances))}
+    for e in events:  # one pass, each replica's in the run's order (not one pass of every event per replica)
+        mine = own.get(getattr(e, "instance", 0))
+        if mine is not None:
+            mine.append(e)
+    return [serving_metrics(mine) for mine in own.values()]

@@ -74,3 +74,28 @@ def test_release_many_equals_one_release_each() -> None:
         many.release_many([2], [3])
     with pytest.raises(ValueError, match="outside the pool"):
         many.release_many([3], [0])
+
+
+def test_largest_free_run_matches_a_walk_of_every_row_mostly_free_or_mostly_used() -> None:
+    """The run is read from whichever is fewer, used or free slots: both ways agree with walking each row."""
+    rng = np.random.default_rng(7)
+
+    def walked(pool: BlockPool, bank: int | None) -> int:
+        best = 0
+        for b in range(pool.banks) if bank is None else [bank]:
+            run = 0
+            for s in range(pool.pages_per_bank):
+                run = run + 1 if pool.is_free(b, s) else 0
+                best = max(best, run)
+        return best
+
+    for _ in range(300):
+        pool = BlockPool(int(rng.integers(1, 5)), int(rng.integers(1, 30)))
+        share = rng.random()  # how full: from nearly empty to nearly full, both ways of reading it
+        for b in range(pool.banks):
+            for s in range(pool.pages_per_bank):
+                if rng.random() < share:
+                    pool.take("r", b, s, 0)
+        assert pool.largest_free_run() == walked(pool, None)
+        bank = int(rng.integers(0, pool.banks))
+        assert pool.largest_free_run(bank) == walked(pool, bank)

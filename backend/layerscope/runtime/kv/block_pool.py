@@ -88,8 +88,9 @@ class BlockPool:
 
     def largest_free_run(self, bank: int | None = None) -> int:
         """Longest run of adjacent free slots within one bank (all banks when bank is None)."""
-        rows = self.owner if bank is None else self.owner[bank : bank + 1]
-        return _longest_true_run(rows == FREE)
+        if bank is None:
+            return _longest_free_run(self.owner, self._num_free)
+        return _longest_free_run(self.owner[bank : bank + 1], int(self.num_free_per_bank[bank]))
 
     def find_run(self, n: int, bank: int) -> int | None:
         """First slot of the lowest run of `n` adjacent free slots in `bank`; None when there is none."""
@@ -192,11 +193,19 @@ class BlockPool:
             raise ValueError(f"(bank {bank}, slot {slot}) is outside the pool ({self.banks} x {self.pages_per_bank})")
 
 
-def _longest_true_run(mask: np.ndarray) -> int:
-    """Longest run of True within any one row of a 2-D mask (rows padded with False so runs never join)."""
-    if not mask.any():
+def _longest_free_run(owner: np.ndarray, num_free: int) -> int:
+    """Longest run of free slots within any one row of `owner` (`num_free` of its slots free), from the positions of
+    whichever is fewer, the used slots (a run is the gap between two) or the free ones (a run is consecutive
+    positions): a serving run's pool is mostly one or the other, so this reads a few thousand positions where a
+    mask of every slot's run edges (the way before) made and scanned ~6 copies of the whole pool (~90k slots)."""
+    if num_free == 0:
         return 0
-    padded = np.zeros((mask.shape[0], mask.shape[1] + 2), dtype=np.int8)
-    padded[:, 1:-1] = mask
-    edges = np.flatnonzero(np.diff(padded.ravel()))  # run starts and ends, alternating
-    return int((edges[1::2] - edges[::2]).max())
+    banks, pages = owner.shape
+    mostly_free = 2 * num_free > owner.size
+    marks = np.full((banks, pages + 1), mostly_free)  # a column after each row's last slot: runs stay in their row
+    (np.not_equal if mostly_free else np.equal)(owner, FREE, out=marks[:, :pages])
+    pos = np.flatnonzero(marks)
+    if mostly_free:  # the used slots and the columns
+        return max(int(pos[0]), int((np.diff(pos) - 1).max()) if pos.size > 1 else 0)
+    ends = np.flatnonzero(np.diff(pos) != 1)  # the free slots: the last position of each run but the last
+    return int(np.diff(np.concatenate(([-1], ends, [pos.size - 1]))).max())
