@@ -29,3 +29,24 @@ def test_one_lockstep_stall_per_request_lifts_tpot_above_p99_itl() -> None:
     assert f["median_tpot_ms"] == pytest.approx(expected_tpot, abs=0.01)
     assert f["median_tpot_ms"] > f["p99_itl_ms"]
     assert f["mean_itl_ms"] == pytest.approx(expected_tpot, abs=0.01)  # the pooled mean carries the stalls too
+
+
+def test_inter_token_latencies_are_each_requests_own_gaps_in_order() -> None:
+    """ITL is every request's gaps between its own tokens, request after request (none across two requests),
+    requests of one token included, shifted by each request's frontend time first."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    m = ServingMetrics()
+    expected: list[float] = []
+    for rid in range(40):
+        n = int(rng.integers(1, 6))
+        times = np.cumsum(rng.random(n) * 1e4).tolist()
+        front = float(rng.choice([0.0, 123.456]))
+        m.arrive(rid, 0.0, 8, max(n, 1), frontend_us=front)
+        m.token_us[rid].extend(times)
+        m.finished(rid, times[-1] + 1.0)
+        shifted = [t + front for t in times]
+        expected += [(b - a) / 1000.0 for a, b in zip(shifted[:-1], shifted[1:], strict=True)]
+    got = m.samples()["itl"]
+    assert list(got) == expected

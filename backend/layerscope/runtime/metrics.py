@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -99,7 +100,7 @@ class ServingMetrics:
             if r.finished_us is None:
                 continue
             if r.frontend_us:
-                r = replace(r, token_us=[t + r.frontend_us for t in r.token_us],
+                r = replace(r, token_us=(np.asarray(r.token_us) + r.frontend_us).tolist(),  # the same adds, in C
                             finished_us=r.finished_us + r.frontend_us)
             out.append(r)
         return out
@@ -112,9 +113,7 @@ class ServingMetrics:
         e2el = [(r.finished_us - r.arrive_us) / 1000.0 for r in done]  # type: ignore[operator]
         tpot = [(e - t) / (len(r.token_us) - 1) for r, e, t in zip(done, e2el, ttft, strict=True)
                 if len(r.token_us) > 1]
-        itl: np.ndarray | list[float] = (np.concatenate([np.diff(r.token_us) for r in done]) / 1000.0  # one array
-                                         if done else [])
-        return {"ttft": ttft, "tpot": tpot, "itl": itl, "e2el": e2el}
+        return {"ttft": ttft, "tpot": tpot, "itl": _gaps(done), "e2el": e2el}
 
     def per_request(self, done: list[_Req] | None = None) -> dict[str, list[float]]:
         """TTFT, TPOT and E2EL in ms per finished request, aligned (TPOT 0 for one output token: vLLM's
@@ -171,6 +170,21 @@ def merged(parts: list[ServingMetrics]) -> ServingMetrics:
     out.preemptions = sum(m.preemptions for m in parts)
     out.failed = sum(m.failed for m in parts)
     return out
+
+
+def _gaps(done: list[_Req]) -> np.ndarray | list[float]:
+    """Every request's inter-token latencies in ms, request after request: one diff over all their token times,
+    less the differences across two requests (the same values as a diff per request, concatenated)."""
+    if not done:
+        return []
+    lens = [len(r.token_us) for r in done]
+    flat = np.fromiter(chain.from_iterable(r.token_us for r in done), dtype=np.float64, count=sum(lens))
+    gaps = np.diff(flat)
+    starts = np.cumsum(lens)[:-1]  # where each request after the first begins in `flat`
+    starts = starts[(starts > 0) & (starts < flat.size)]
+    within = np.ones(gaps.size, dtype=bool)
+    within[starts - 1] = False  # flat[start] - flat[start - 1]: the last token of one request to the next's first
+    return gaps[within] / 1000.0
 
 
 def _stat(values: list[float] | np.ndarray, q: float | None) -> float:
