@@ -10,7 +10,7 @@ from layerscope.hardware.cost import CostModel
 from layerscope.hardware.gpus import gpu
 from layerscope.hardware.kernel import CostEnv, Kernel
 from layerscope.model.config import PRESETS
-from layerscope.runtime import timing
+from layerscope.runtime import shared_plans, timing
 from layerscope.runtime.engine import simulate
 from layerscope.runtime.timing import COPY, Timing
 from layerscope.runtime.vllm import VllmRuntime
@@ -63,6 +63,7 @@ def test_serving_runs_on_a_gpu_share_its_prices_and_give_the_same_summary(monkey
         "deployment": {"tp": 8},
         "workload": {"num_requests": 8, "input_len": 64, "output_len": 8, "range_ratio": 1.0, "seed": 0}})
     monkeypatch.setattr(timing, "_shared_costs", {})
+    monkeypatch.setattr(shared_plans, "_key", lambda spec: None)  # a fresh plan each run: the prices alone shared
     first = simulate(spec, summary_only=True).summary
     priced = len(timing._shared_costs[gpu("h200")])
     assert priced > 0

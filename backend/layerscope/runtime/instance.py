@@ -25,7 +25,8 @@ from layerscope.runtime.plan import workspace_bytes
 from layerscope.runtime.recorder import Recorder
 from layerscope.runtime.request import Request
 from layerscope.runtime.routing import scenario_traffic
-from layerscope.runtime.sharded import ShardedRuntime, deployed
+from layerscope.runtime.sharded import ShardedRuntime
+from layerscope.runtime.shared_plans import shared_deployed
 from layerscope.runtime.timing import COPY, Timing, default_costs
 from layerscope.scenario import ScenarioSpec
 
@@ -43,7 +44,7 @@ class Instance:
         # With a deployment: one GPU of the group (its shard, its collectives, its KV pool from the placement).
         self.full_model = PRESETS[spec.model]
         self.placement = scenario_placement(spec)
-        self.plan, self.model = deployed(spec)
+        self.plan, self.model = shared_deployed(spec)  # the same plan again for the same deployment
         self.traffic = scenario_traffic(spec, self.full_model)  # the routing the MoE runs with
         self.page_size = spec.effective_page_size
         cost_model, costs = default_costs(self.gpu)  # prices memoised across the process's runs on this GPU
