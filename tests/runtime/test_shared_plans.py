@@ -38,3 +38,12 @@ def test_data_parallel_ranks_and_file_routing_get_their_own_plans() -> None:
     assert shared_deployed(dp)[0] is not shared_deployed(dp)[0]
     assert shared_plans._key(dp) is None
     assert shared_plans._key(_spec({"tp": 2}, routing="file:counts.json")) is None
+
+
+def test_vllms_plan_without_a_deployment_is_shared_the_articles_is_not() -> None:
+    one = ScenarioSpec.model_validate({"model": "qwen3-30b-a3b", "runtime": "vllm", "gpu": "h100-sxm",
+                                       "prompt_len": 256, "decode_steps": 4})
+    assert shared_deployed(one)[0] is shared_deployed(one)[0]
+    article = ScenarioSpec.model_validate({"model": "article", "runtime": "article", "gpu": "h100-sxm",
+                                           "prompt_len": 256, "decode_steps": 4})
+    assert shared_deployed(article)[0] is not shared_deployed(article)[0]
