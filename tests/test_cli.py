@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import pkgutil
 import subprocess
 import sys
@@ -92,7 +94,6 @@ def test_events_to_stdout_match_the_file(tmp_path, capsys: pytest.CaptureFixture
 
 def test_the_entry_point_exits_with_mains_status_and_leaves_what_it_kept_to_no_collection(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    import gc
 
     from layerscope import cli
 
@@ -105,6 +106,30 @@ def test_the_entry_point_exits_with_mains_status_and_leaves_what_it_kept_to_no_c
         assert gc.get_freeze_count() > 0 and not any(o is kept[0] for o in gc.get_objects())  # frozen: not tracked
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("given", [None, "", "logfire"])
+def test_the_entry_point_looks_for_no_pydantic_plugins_unless_told(monkeypatch: pytest.MonkeyPatch,
+                                                                     given: str | None) -> None:
+    from pydantic.plugin import _loader
+
+    from layerscope import cli
+
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", given or "")  # restored (or removed) after the test
+    if given is None:
+        monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS")
+    seen: list[str | None] = []
+    monkeypatch.setattr(cli, "main", lambda: seen.append(os.environ.get("PYDANTIC_DISABLE_PLUGINS")) or 0)
+    monkeypatch.setattr(_loader, "_plugins", None)  # pydantic's cache: make it look again
+    try:
+        with pytest.raises(SystemExit):
+            cli.entry()
+    finally:
+        gc.unfreeze()
+    assert seen == ["__all__" if given is None else given]  # a caller's own setting is kept
+    if given is None:  # and pydantic then reads no entry points
+        monkeypatch.setattr(_loader, "entry_points", lambda **_: pytest.fail("entry points read"))
+        assert list(_loader.get_plugins()) == []
 
 
 def test_python_dash_m_exits_with_the_commands_status() -> None:

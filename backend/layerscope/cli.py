@@ -79,9 +79,21 @@ def entry() -> NoReturn:
     the command left alive is frozen first (gc.freeze), so that the interpreter's collections at exit skip it: after
     a 500-request `bench` that is ~200k tracked objects, and exiting took 0.48-0.52 s of the process's ~2.3 s,
     0.06-0.08 s frozen (bench/README.md, issue 23). Reference counting still frees it all."""
+    _no_pydantic_plugins()
     code = main()
     gc.freeze()
     raise SystemExit(code)
+
+
+def _no_pydantic_plugins() -> None:
+    """The process's pydantic looks for no plugins unless the caller's environment says otherwise.
+
+    pydantic's first model reads the `pydantic` entry points of every installed distribution
+    (importlib.metadata.entry_points: ~50-60 ms of a `bench` process here, with ~75 distributions installed) to
+    find plugins that observe validation; LayerScope's own spec and event models need none. An explicit
+    PYDANTIC_DISABLE_PLUGINS is kept ("" loads them all again, as pydantic documents). Only the process's entry
+    point does this: main(argv), called in process, leaves the caller's environment alone."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -25,7 +25,10 @@ StageKind = Literal["norm", "gemm", "attention", "moe", "elementwise", "memory",
 
 class _Event(BaseModel):
     # inf/NaN (e.g. a NaN-poisoned rel_error) serialize as "Infinity"/"NaN" strings, which parse back.
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="strings")
+    # defer_build (every model here): a class's validator and serializer are built when it is first used, not at
+    # import. A summary-only run (`layerscope bench`, a sweep point) uses one or two of these ~30 classes; building
+    # them all was most of this module's import (bench/README.md, issue 23).
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="strings", defer_build=True)
     t_us: float = Field(..., ge=0.0, description="simulated time of the event, microseconds")
 
 
@@ -280,7 +283,7 @@ class SummaryEvent(_Event):
 class DeploymentPerGpu(BaseModel):
     """One GPU's memory, as `layerscope plan --json` gives it (vLLM's startup accounting)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     capacity_gib: float
     weights_gib: float
     activation_gib: float
@@ -385,14 +388,15 @@ Event = Annotated[
     Field(discriminator="kind"),
 ]
 
-EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event)
+# built on its first use too (a recording read back, the JSON Schema): the union's schema is every event's
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(Event, config=ConfigDict(defer_build=True))
 # Snapshots a slow viewer may lose (a later one supersedes them); everything else is never dropped.
 MERGEABLE_KINDS = frozenset({"banks", "memory"})
 
 
 # -- topology: the layer as a graph of stages, per phase -------------------------------------
 class TopologyNode(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     id: str  # stage id, matches KernelEvent.stage
     label: str
     kind: StageKind | Literal["scheduler", "cache"]
@@ -403,20 +407,20 @@ class TopologyNode(BaseModel):
 
 
 class TopologyEdge(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     source: str
     target: str
     bytes: float  # bytes moved along the edge for one prefill chunk / one decode step
 
 
 class PhaseTopology(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     nodes: list[TopologyNode]
     edges: list[TopologyEdge]
 
 
 class Topology(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
     model: str
     runtime: str
     prefill: PhaseTopology
