@@ -94,7 +94,6 @@ def test_events_to_stdout_match_the_file(tmp_path, capsys: pytest.CaptureFixture
 
 def test_the_entry_point_exits_with_mains_status_and_leaves_what_it_kept_to_no_collection(
         monkeypatch: pytest.MonkeyPatch) -> None:
-
     from layerscope import cli
 
     kept: list[list[int]] = []

@@ -157,3 +157,15 @@ def test_a_decode_step_prices_the_experts_its_router_reads():
     table_d = moved.parts["table_distinct_experts"]
     assert table_d > op.distinct + 10
     assert moved.us == pytest.approx(row.us - moved.parts["per_expert_us"] * (table_d - op.distinct))
+
+
+def test_the_sampled_layers_are_the_whole_draws_first_rows_bit_for_bit(tmp_path) -> None:
+    counts = np.random.default_rng(1).integers(0, 50, (20, E)).astype(float)
+    (tmp_path / "c.json").write_text(json.dumps({"logical_count": counts.tolist()}))
+    for r in (parse_routing("power_law:0.7"), parse_routing("power_law:1.2"), parse_routing("uniform"),
+              parse_routing("file:c.json", tmp_path)):
+        t = ExpertTraffic(r, E, K, L, ep=8, seed=5)
+        for n in (1, 8, 16, 17, 100, 512, 4096):
+            whole = t.popularity(n)[:routing.EP_LAYER_SAMPLES]
+            assert t.sampled(n).tobytes() == whole.tobytes() and t.sampled(n).shape == whole.shape
+            assert not t.sampled(n).flags.writeable  # shared by the callers: read only

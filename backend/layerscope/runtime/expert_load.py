@@ -20,7 +20,7 @@ from functools import lru_cache
 import numpy as np
 
 from layerscope.deployment import EplbSpec
-from layerscope.runtime.routing import EP_LAYER_SAMPLES, ExpertLoad, ExpertTraffic, expected_max
+from layerscope.runtime.routing import ExpertLoad, ExpertTraffic, expected_max
 
 
 class ExpertRows:
@@ -32,7 +32,7 @@ class ExpertRows:
     def expert_rows(self, n: int) -> np.ndarray:
         """[layers, E] expected rows per logical expert for a step of n tokens."""
         t = self.traffic
-        p = t.popularity(n)[:EP_LAYER_SAMPLES]
+        p = t.sampled(n)
         return n * np.minimum(1.0, t.k * p)
 
     def _rows_uncached(self, n: int, balanced: bool) -> np.ndarray:

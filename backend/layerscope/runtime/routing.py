@@ -137,21 +137,34 @@ class ExpertTraffic:
         self.routing, self.e, self.k, self.layers, self.ep, self.seed = routing, num_experts, top_k, layers, ep, seed
         self.load = lru_cache(maxsize=None)(self._load)
         self.distinct = lru_cache(maxsize=None)(self._distinct)
+        # the busiest rank's load and a DP step's rows per GPU (runtime/expert_load.py) read the same sampled
+        # layers of a step size, one after the other: 64 step sizes of 16 x E floats (1 MiB at E = 128) at most
+        self.sampled = lru_cache(maxsize=64)(self._sampled)
 
-    def popularity(self, n: int) -> np.ndarray:
-        """[layers, E] share of a step's token-expert picks per expert."""
+    def popularity(self, n: int, layers: int | None = None) -> np.ndarray:
+        """[layers, E] share of a step's token-expert picks per expert; `layers`: only the first that many (the
+        rows the whole draw starts with, the same floats: the generator fills the array row by row, and each row
+        is normalised on its own)."""
         r = self.routing
         if r.kind == "file":
             assert r.counts is not None
-            return r.counts / r.counts.sum(axis=1, keepdims=True)
+            counts = r.counts[:layers]
+            return counts / counts.sum(axis=1, keepdims=True)
         if r.kind == "power_law":
             rng = np.random.default_rng([self.seed, n])
             lo, hi = (1.0, 0.8 * n) if n * self.k > self.e else (0.01, 2.0)
             hi = max(hi, lo * (1 + 1e-9))
             a = 1.0 - r.alpha
-            w = ((hi**a - lo**a) * rng.random((self.layers, self.e)) + lo**a) ** (1.0 / a)
+            rows = self.layers if layers is None else min(layers, self.layers)
+            w = ((hi**a - lo**a) * rng.random((rows, self.e)) + lo**a) ** (1.0 / a)
             return w / w.sum(axis=1, keepdims=True)
         return np.full((1, self.e), 1.0 / self.e)
+
+    def _sampled(self, n: int) -> np.ndarray:
+        """The EP_LAYER_SAMPLES layers' popularity the busiest rank's load averages over (read only: shared)."""
+        p = self.popularity(n, EP_LAYER_SAMPLES)
+        p.flags.writeable = False
+        return p
 
     def _distinct(self, n: int) -> float:
         """Distinct experts the whole MoE layer reads for a step of n tokens (mean over layers)."""
@@ -171,7 +184,7 @@ class ExpertTraffic:
         local = self.e // self.ep
         if self.routing.kind == "balanced":
             return ExpertLoad(math.ceil(rows / self.ep), float(min(local, math.ceil(rows / self.ep))))
-        p = self.popularity(n)[:EP_LAYER_SAMPLES]
+        p = self.sampled(n)
         q = np.minimum(1.0, self.k * p).reshape(len(p), self.ep, local)
         hit = 1.0 - (1.0 - q) ** n
         busiest_rows = expected_max(n * q.sum(axis=2), n * (q * (1 - q)).sum(axis=2))
