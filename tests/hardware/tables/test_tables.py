@@ -281,3 +281,16 @@ def test_a_router_reading_fewer_experts_than_the_row_pays_fewer() -> None:
     assert uniform and uniform.parts["table_distinct_experts"] == 80
     ep = (16384, 4096, 1536, 128, 8, 1, 8, "bf16", "power_law:1.2")
     assert tables.price("h200", MoeOp(*ep, distinct=5.0)) == tables.price("h200", MoeOp(*ep))
+
+
+def test_lines_group_alike_split_at_commas_or_read_as_csv() -> None:
+    lines = ["bf16,linear,1,128,256,2.9", "fp8,cutlass,1,128,256,2.1", "bf16,linear,2,128,256,3.0",
+             "fp8,cutlass,8,,256,2.2"]
+    key = lambda r: (r[0], r[2])  # noqa: E731
+    split = tables.group_lines(lines, key, "t")
+    quoted = tables.group_lines([*lines, '"bf16",linear,1,x,y,1.0'], key, "t")  # a quote: the csv module reads it
+    assert split == {("bf16", "1"): [lines[0]], ("fp8", "1"): [lines[1]], ("bf16", "2"): [lines[2]],
+                     ("fp8", "8"): [lines[3]]}
+    assert quoted == {**split, ("bf16", "1"): [lines[0], '"bf16",linear,1,x,y,1.0']}
+    with pytest.raises(ValueError, match="spans lines at line 2"):
+        tables.group_lines(['a,"b', 'c",d', "e,f"], key, "t")

@@ -170,13 +170,26 @@ def table(system: str, op: str) -> _Table:
     with gzip.open(DATA / rel, "rt") as f:
         lines = f.read().splitlines()
     raw_key, typed_key, parse = _row_reader(op, next(csv.reader(lines[:1])))
-    groups: dict[tuple, list[str]] = {}
-    reader = csv.reader(lines[1:])
-    for i, (line, r) in enumerate(zip(lines[1:], reader, strict=True), 1):
-        if reader.line_num != i:  # a quoted line break: a record over two lines (the extract writes none)
-            raise ValueError(f"{rel}: a record spans lines at line {i + 1}")
-        groups.setdefault(raw_key(r), []).append(line)
+    groups = group_lines(lines[1:], raw_key, rel)
     return _Table(op, {typed_key(k): ls for k, ls in groups.items()}, parse, ref)
+
+
+def group_lines(lines: list[str], raw_key: Callable[[list[str]], tuple[str, ...]], name: str) -> dict[tuple,
+                                                                                                        list[str]]:
+    """An extract's data lines by their rows' raw key, in file order. Without a quote character anywhere, a line's
+    CSV fields are the line split at its commas (the extract quotes nothing: 2.5x faster than csv.reader's rows
+    here, ~17k lines a GEMM table); otherwise the csv module reads them."""
+    groups: dict[tuple, list[str]] = {}
+    if not any('"' in line for line in lines):
+        for line in lines:
+            groups.setdefault(raw_key(line.split(",")), []).append(line)
+        return groups
+    reader = csv.reader(lines)
+    for i, (line, r) in enumerate(zip(lines, reader, strict=True), 1):
+        if reader.line_num != i:  # a quoted line break: a record over two lines (the extract writes none)
+            raise ValueError(f"{name}: a record spans lines at line {i + 1}")
+        groups.setdefault(raw_key(r), []).append(line)
+    return groups
 
 
 def read_rows(system: str, op: str) -> list[tuple[tuple, tuple[float, ...], float, str]]:
