@@ -169,37 +169,52 @@ def _build_cells(by_point: dict[Point, list[float]], monotone: int | None) -> _C
     axes = tuple(tuple(sorted({p[d] for p in by_point})) for d in range(dims))
     index = [{v: i for i, v in enumerate(a)} for a in axes]
     log_us = {}
-    for p, ts in by_point.items():
-        ts = sorted(ts)
-        log_us[tuple(index[d][p[d]] for d in range(dims))] = math.log(ts[len(ts) // 2])
+    at = dict.__getitem__
+    for p, ts in by_point.items():  # a point's grid index: each coordinate's place on its axis
+        log_us[tuple(map(at, index, p))] = math.log(ts[0] if len(ts) == 1 else sorted(ts)[len(ts) // 2])
     if monotone is not None:
-        _despike(log_us, monotone)
-        _running_min(log_us, monotone)
+        lines = _lines(log_us, monotone)
+        _despike(log_us, lines)
+        _running_min(log_us, lines)
     return _Cells(axes, tuple(tuple(math.log(v) for v in a) for a in axes), log_us)
 
 
-def _despike(log_us: dict[tuple[int, ...], float], d: int) -> None:
-    """Along dimension d, a point GLITCH x above or below both measured neighbours, and further outside them than they
-    are apart, takes the median of the three."""
+def _lines(log_us: dict[tuple[int, ...], float], d: int) -> list[list[tuple[int, ...] | None]]:
+    """The grid's lines along dimension d: per line (the other coordinates), its measured indices in ascending d,
+    with None where an index between two measured ones was not measured (a gap breaks the neighbourhood)."""
+    by_line: dict[tuple[int, ...], dict[int, tuple[int, ...]]] = {}
+    for idx in log_us:
+        by_line.setdefault(idx[:d] + idx[d + 1:], {})[idx[d]] = idx
+    out = []
+    for line in by_line.values():
+        lo, hi = min(line), max(line)
+        out.append([line.get(i) for i in range(lo, hi + 1)])
+    return out
+
+
+def _despike(log_us: dict[tuple[int, ...], float], lines: list[list[tuple[int, ...] | None]]) -> None:
+    """Along the monotone dimension, a point GLITCH x above or below both measured neighbours, and further outside
+    them than they are apart, takes the median of the three (each judged against the measured values, not the
+    fixed ones)."""
     limit = math.log(GLITCH)
     fixed = {}
-    for idx, y in log_us.items():
-        lo = log_us.get((*idx[:d], idx[d] - 1, *idx[d + 1:]))
-        hi = log_us.get((*idx[:d], idx[d] + 1, *idx[d + 1:]))
-        if lo is None or hi is None:
-            continue
-        off = max(y - max(lo, hi), min(lo, hi) - y)  # how far outside its neighbours' range
-        if off > max(limit, abs(hi - lo)):  # and further than the neighbours are from each other
-            fixed[idx] = sorted((lo, y, hi))[1]
+    for line in lines:
+        for a, idx, b in zip(line, line[1:], line[2:], strict=False):  # each point between two others
+            if a is None or idx is None or b is None:
+                continue
+            lo, y, hi = log_us[a], log_us[idx], log_us[b]
+            off = max(y - max(lo, hi), min(lo, hi) - y)  # how far outside its neighbours' range
+            if off > max(limit, abs(hi - lo)):  # and further than the neighbours are from each other
+                fixed[idx] = sorted((lo, y, hi))[1]
     log_us.update(fixed)
 
 
-def _running_min(log_us: dict[tuple[int, ...], float], d: int) -> None:
-    """Along dimension d, each point no slower than the next measured one above it."""
-    for idx in sorted(log_us, key=lambda i: (i[:d] + i[d + 1:], -i[d])):
-        above = log_us.get((*idx[:d], idx[d] + 1, *idx[d + 1:]))
-        if above is not None and log_us[idx] > above:
-            log_us[idx] = above
+def _running_min(log_us: dict[tuple[int, ...], float], lines: list[list[tuple[int, ...] | None]]) -> None:
+    """Along the monotone dimension, each point no slower than the next measured one above it (from the top down)."""
+    for line in lines:
+        for idx, above in zip(line[-2::-1], line[:0:-1], strict=True):
+            if idx is not None and above is not None and log_us[idx] > log_us[above]:
+                log_us[idx] = log_us[above]
 
 
 def _corners(brackets: list[tuple[tuple[int, float], ...]]) -> list[tuple[tuple[int, float], ...]]:
