@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -102,33 +102,31 @@ def _json_float(v: Any, exact: bool = False) -> Any:
 
 def _table(events: list[BaseModel], cols: tuple[str, ...]) -> dict[str, Any]:
     # times stay exact: the dashboard compares them with the streamed events' and the tour's times
-    cells = _columns(events, cols)
-    columns: list[list[Any]] = []
+    columns: list[Sequence[Any]] = []
     dicts: dict[str, list[str]] = {}
-    for c, values in zip(cols, cells, strict=True):
+    for c, values in zip(cols, _columns(events, cols), strict=True):
         kinds = set(map(type, values))  # in C: a Python loop over a 40k-launch run's cells was ~0.1 s a column
-        if kinds == {str}:
-            index: dict[str, int] = {}
-            columns.append([index.setdefault(v, len(index)) for v in values])
+        if kinds == {str}:  # indices into the column's strings, in their first-seen order (dict.fromkeys: in C)
+            index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+            columns.append(list(map(index.__getitem__, values)))
             dicts[c] = list(index)
         else:
             columns.append(_column(values, kinds, c.endswith("_us")))
-    rows = [list(r) for r in zip(*columns, strict=True)] if columns else []
+    rows = list(map(list, zip(*columns, strict=True))) if columns else []
     return {"cols": list(cols), "rows": rows, "dict": dicts}
 
 
-def _columns(events: list[BaseModel], cols: tuple[str, ...]) -> list[list[Any]]:
+def _columns(events: list[BaseModel], cols: tuple[str, ...]) -> list[Sequence[Any]]:
     """Each column's values (None where an event's class has no such field), read a row at a time by one
     attrgetter per event class: getattr cell by cell was the overview's largest cost (1.2 M calls for
     two-node-1p3d's 50k events)."""
-    getters: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
-    rows = []
-    for e in events:
-        get = getters.get(type(e))
-        if get is None:
-            get = getters[type(e)] = _row_getter(e, cols)
-        rows.append(get(e))
-    return [list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in cols]
+    classes = set(map(type, events))
+    if len(classes) == 1:  # a kind is one event class: the rows in one map() call
+        rows = list(map(_row_getter(events[0], cols), events))
+    else:
+        getters = {cls: _row_getter(next(e for e in events if type(e) is cls), cols) for cls in classes}
+        rows = [getters[type(e)](e) for e in events]
+    return list(zip(*rows, strict=True))
 
 
 def _row_getter(sample: BaseModel, cols: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -141,7 +139,7 @@ def _row_getter(sample: BaseModel, cols: tuple[str, ...]) -> Callable[[Any], tup
     return lambda e: tuple(getattr(e, c, None) for c in cols)
 
 
-def _column(values: list[Any], kinds: set[type], exact: bool) -> list[Any]:
+def _column(values: Sequence[Any], kinds: set[type], exact: bool) -> Sequence[Any]:
     """_json_float of every value of one column, by the column's types (`kinds`): a column of ints, strings or lists
     (most of a serving run's cells) is kept as it is, one of floats rounded in one pass (a 64-request run's overview
     took ~1.5 s cell by cell, most of its prepare step)."""
@@ -156,17 +154,14 @@ def _column(values: list[Any], kinds: set[type], exact: bool) -> list[Any]:
     return [_json_float(v, exact) for v in values]
 
 
-def _rounded(values: list[float]) -> list[float]:
+def _rounded(values: Sequence[float]) -> Sequence[float]:
     """float(f"{v:.6g}") of each finite float, each distinct value formatted once: a run's launches repeat the same
     shapes, so a 43 000-launch column holds a few hundred distinct flops, bytes and utilisations."""
-    memo: dict[float, float] = {}
-    out = []
-    for v in values:
-        r = memo.get(v) if v else v  # 0.0 and -0.0 are one key: both kept as they are (each its own rounding)
-        if r is None:
-            r = memo[v] = float(f"{v:.6g}")
-        out.append(r)
-    return out
+    table = {v: float(f"{v:.6g}") for v in dict.fromkeys(values)}
+    if 0.0 not in table:
+        return list(map(table.__getitem__, values))
+    # 0.0 and -0.0 are one key: each zero kept as it is (its own rounding), the rest looked up
+    return [table[v] if v else v for v in values]
 
 
 # kinds the serving views replay in the run's own order (ties in time matter: a request arrives before the step
