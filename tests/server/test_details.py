@@ -57,6 +57,20 @@ def test_loaded_goes_out_before_the_rest_and_a_play_sent_meanwhile_waits(
     assert kinds[0] == "state" and "frame" in kinds  # the load's state, then the deferred play's frames
 
 
+def test_a_viewer_leaving_during_the_rest_does_not_fail_another(
+        presets_dir: Any, settings: Settings, gate: threading.Event) -> None:
+    app = build_app(settings, simulate=with_claims)
+    with TestClient(app) as client:
+        with client.websocket_connect("/ws") as first:
+            first.send_json({"type": "load", "scenario": "two-chunks"})
+            assert first.receive_json()["type"] == "loaded"
+        with client.websocket_connect("/ws") as second:  # the first left while the rest was being made
+            second.send_json({"type": "load", "scenario": "two-chunks"})
+            assert second.receive_json()["type"] == "loaded"
+            gate.set()
+            assert [second.receive_json()["type"] for _ in range(2)] == ["details", "state"]
+
+
 def test_an_export_and_the_preload_do_not_wait_for_the_rest(
         presets_dir: Any, settings: Settings, gate: threading.Event) -> None:
     app = build_app(settings, simulate=with_claims)

@@ -175,7 +175,7 @@ class PreparedRun:
     result: Any = field(default=None, repr=False)  # the engine's own result (for exports)
     num_events: int = 0  # events in the run, those that travel only in the overview included (`loaded.num_events`)
     num_streamed: int = 0  # len(events) once finished: what the cache's event bound counts from the first screen on
-    done: concurrent.futures.Future[None] = field(default_factory=concurrent.futures.Future, repr=False)
+    done: concurrent.futures.Future[None] = field(default_factory=lambda: _running_future(), repr=False)
 
     @cached_property
     def loaded(self) -> EncodedEvent:
@@ -221,6 +221,14 @@ class PreparedRun:
     def snapshot_index(self) -> list[int]:
         """Indices of the mergeable snapshots in `events`, ascending (Playback merges a frame's by them)."""
         return [i for i, e in enumerate(self.events) if e["kind"] in MERGEABLE_KINDS]
+
+
+def _running_future() -> concurrent.futures.Future[None]:
+    """A future marked running, so no one can cancel it: asyncio.wrap_future passes a cancelled waiter's
+    cancellation on to the future it wraps, and one viewer leaving would fail every other viewer's load."""
+    future: concurrent.futures.Future[None] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()
+    return future
 
 
 def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
