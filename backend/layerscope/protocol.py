@@ -81,19 +81,36 @@ Command = Annotated[
 COMMAND_ADAPTER: TypeAdapter[Any] = TypeAdapter(Command)
 
 
+class DetailsMessage(BaseModel):
+    """What the first screen does not draw, sent after `loaded` once the server has made it (the claims panel and
+    the tour show "computing…" until then): the claims table, the tour's checks, the compare run's claims. Playback
+    starts after it: a `play` or `seek` sent earlier waits for it."""
+
+    type: Literal["details"] = "details"
+    claims: list[dict[str, Any]] = Field(default_factory=list, description="layerscope.claims, this run's")
+    tour_results: list[dict[str, Any]] = Field(
+        default_factory=list, description="each tour step's check against this run (layerscope.tour.tour_results)"
+    )
+    compare_claims: list[dict[str, Any]] | None = Field(
+        None, description="the compare run's claims (the claims panel's column B); null without a compare run"
+    )
+
+
 class LoadedMessage(BaseModel):
     type: Literal["loaded"] = "loaded"
     scenario: dict[str, Any]
     topology: dict[str, Any]
     duration_us: float
     num_events: int
-    compare: dict[str, Any] | None = None
-    claims: list[dict[str, Any]] = Field(default_factory=list)
-    tour_results: list[dict[str, Any]] = Field(
-        default_factory=list, description="each tour step's check against this run (layerscope.tour.tour_results)"
-    )
+    compare: dict[str, Any] | None = Field(None, description="the compare run, its claims in `details`")
+    claims: list[dict[str, Any]] = Field(default_factory=list, description="empty: `details` carries them")
+    tour_results: list[dict[str, Any]] = Field(default_factory=list, description="empty: `details` carries them")
     overview: dict[str, Any] | None = Field(
         None, description="the whole run and its compare run as column tables (layerscope.server.overview)"
+    )
+    details: DetailsMessage | None = Field(
+        None, description="the details already (GET /api/loaded of a run prepared whole, the disk cache); a "
+        "websocket `load` sends them as a message of their own after `loaded`"
     )
 
 
@@ -142,4 +159,4 @@ class ErrorMessage(BaseModel):
     field: str | None = None
 
 
-ServerMessage = LoadedMessage | FrameMessage | EndMessage | StateMessage | ErrorMessage
+ServerMessage = LoadedMessage | DetailsMessage | FrameMessage | EndMessage | StateMessage | ErrorMessage

@@ -19,7 +19,7 @@ HEADERS_ON_ONE_LINE = """[...document.querySelectorAll('#claims-body th')].filte
 def open_preset(page: Any, url: str, name: str) -> None:
     page.page.goto(f"{url}/?scenario={name}")
     page.wait(f"{L} && {STORE}.scenario && {STORE}.scenario.name === '{name}' && {STORE}.runs.length > 0", timeout_s=90)
-    page.wait("document.querySelector('#claims-body table')")
+    page.wait(f"{STORE}.detailsReady && document.querySelector('#claims-body table')")  # the claims follow
 
 
 def test_a_serving_pair_shows_its_slo_figures_and_folds_the_articles_claims(page, server_url: str) -> None:

@@ -26,7 +26,7 @@ def open_scenario(page, url: str, name: str, query: str = "") -> None:
     page.page.goto(f"{url}/?scenario={name}{query}")
     page.wait(f"window.__layerscope && {STORE}.scenario && {STORE}.scenario.name === '{name}'")
     page.wait("document.getElementById('timeline-plot').data && document.getElementById('latency-plot').data")
-    page.wait(f"{L}.stats.raf > 5")
+    page.wait(f"{L}.stats.raf > 5 && {STORE}.detailsReady")  # the claims and tour checks follow the first screen
 
 
 def plot_end(plot: str) -> str:

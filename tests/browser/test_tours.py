@@ -18,7 +18,7 @@ STORE = f"{L}.store"
 def open_preset(page: Any, url: str, name: str) -> None:
     page.page.goto(f"{url}/?scenario={name}")
     page.wait(f"{L} && {STORE}.scenario && {STORE}.scenario.name === '{name}' && {STORE}.runs.length > 0 && "
-              f"{STORE}.loaded.tour_results", timeout_s=90)
+              f"{STORE}.detailsReady", timeout_s=90)  # the tour's checks come after the first screen
     page.wait(f"{L}.stats.raf > 5")
 
 

@@ -45,7 +45,7 @@ def _first_screen(folder: Path, simulate=fake_simulate, encoding: str = "gzip") 
         text = r.text
         with client.websocket_connect("/ws") as ws:  # the page's own load: the run plays
             ws.send_json({"type": "load", "scenario": NAME, "loaded": False})
-            assert ws.receive_json()["type"] == "state"
+            assert [ws.receive_json()["type"] for _ in range(2)] == ["details", "state"]
         _wait_files(folder, 1)
     return text, app
 
@@ -53,17 +53,19 @@ def _first_screen(folder: Path, simulate=fake_simulate, encoding: str = "gzip") 
 def test_a_cold_server_serves_a_preset_from_disk_byte_for_byte_as_a_fresh_prepare(
         presets_dir: Path, tmp_path: Path) -> None:
     folder = tmp_path / "prepared"
-    fresh = prepare(fake_simulate(scn.load_preset(NAME))).loaded.text
+    run = prepare(fake_simulate(scn.load_preset(NAME)))
+    fresh, whole = run.loaded.text, run.loaded_whole  # the first screen; the disk's text holds the details too
+    assert whole == fresh[:-1] + ',"details":' + run.details.text + "}"
     first, app1 = _first_screen(folder)
     assert first == fresh and app1.state.prepared.hits == 0  # simulated: nothing on disk yet
-    assert gzip.decompress(_wait_files(folder, 1)[0].read_bytes()).decode() == fresh
+    assert gzip.decompress(_wait_files(folder, 1)[0].read_bytes()).decode() == whole
     again, app2 = _first_screen(folder)
-    assert again == fresh
+    assert again == whole
     assert app2.state.prepared.hits == 1  # from disk ...
     assert app2.state.runs.simulations == 1  # ... and the run simulated beside it, for playback
     assert app2.state.prepared.written == 0  # a whole file is not written again
     plain, app3 = _first_screen(folder, encoding="identity")  # a client that takes no gzip gets the text
-    assert plain == fresh and app3.state.prepared.hits == 1
+    assert plain == whole and app3.state.prepared.hits == 1
 
 
 def test_the_key_is_the_scenarios_content_seed_simulator_and_code(presets_dir: Path, tmp_path: Path) -> None:
@@ -97,7 +99,7 @@ def test_a_partial_or_corrupt_file_is_ignored_and_written_again(
     path.write_bytes({"truncated": whole[: len(whole) // 2], "garbage": b"not gzip", "empty": b""}[damage])
     text, app = _first_screen(folder)  # the damaged file is not served: the run is simulated again ...
     assert text == fresh and app.state.runs.simulations == 1 and app.state.prepared.hits == 0
-    assert gzip.decompress(_wait_files(folder, 1)[0].read_bytes()).decode() == fresh  # ... and written whole
+    assert _wait_files(folder, 1)[0].read_bytes() == whole  # ... and written whole again
 
 
 def test_the_folder_is_bounded_the_files_used_longest_ago_go_first(presets_dir: Path, tmp_path: Path) -> None:
@@ -147,18 +149,19 @@ def test_serve_keeps_them_in_the_checkout_unless_told(monkeypatch: pytest.Monkey
 
 def test_the_real_engine_from_disk_is_byte_for_byte_a_fresh_prepare(tmp_path: Path) -> None:
     """The shipped preset over the real engine: the first server simulates and writes it, a second (cold) one
-    serves the file, and both are the text of a prepare in this process."""
+    serves the file, and both are the texts of a prepare in this process."""
     from layerscope.runtime.engine import simulate
 
     name = "prefill-8k-chunked"
-    fresh = prepare(simulate(scn.load_preset(name))).loaded.text
+    run = prepare(simulate(scn.load_preset(name)))
     texts = []
     for _ in range(2):
         app = build_app(Settings(prepared_cache_dir=str(tmp_path)))
         with TestClient(app) as client:
             texts.append(client.get(f"/api/loaded/{name}").text)
             _wait_files(tmp_path, 1)
-    assert texts == [fresh, fresh] and app.state.prepared.hits == 1
+    # the first answers with its first screen at once, the second from disk with the details inside
+    assert texts == [run.loaded.text, run.loaded_whole] and app.state.prepared.hits == 1
 
 
 def test_a_cold_servers_websocket_load_sends_the_preset_from_disk_before_its_run_is_ready(
@@ -166,14 +169,14 @@ def test_a_cold_servers_websocket_load_sends_the_preset_from_disk_before_its_run
     """A preset switch (a websocket `load` asking for `loaded`) on a cold server: the stored text goes out first,
     byte for byte a fresh prepare's, then the run's state once it is simulated; `loaded` is not sent twice."""
     folder = tmp_path / "prepared"
-    fresh = prepare(fake_simulate(scn.load_preset(NAME))).loaded.text
+    fresh = prepare(fake_simulate(scn.load_preset(NAME))).loaded_whole  # with its details
     _first_screen(folder)  # a first visit writes the file
     app = build_app(_settings(folder), fake_simulate)
     with TestClient(app) as client, client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": NAME})
         first = ws.receive_text()
         assert first == fresh
-        assert ws.receive_json()["type"] == "state"
+        assert [ws.receive_json()["type"] for _ in range(2)] == ["details", "state"]
         ws.send_json({"type": "play"})  # the run streams: the disk's `loaded` and the run are one
         kinds = {ws.receive_json()["type"] for _ in range(3)}
         assert "loaded" not in kinds and kinds & {"frame", "state"}

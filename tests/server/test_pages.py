@@ -28,7 +28,7 @@ def test_index_preloads_every_module_and_plotly_without_running_it(client: TestC
 def test_a_preset_as_shipped_is_preloaded_and_its_loaded_is_the_websockets_text(client: TestClient) -> None:
     """The page preloads its first run's `loaded` (GET /api/loaded/NAME) beside its scripts when the URL names a
     preset as shipped (a theme, units or a moment do not change the run); the text is the websocket's answer, and
-    a `load` with `loaded: false` is answered with `state` alone."""
+    a `load` with `loaded: false` is answered with `details` and `state` alone."""
     name = preset_names()[0]
     link = f'<link rel="preload" href="/api/loaded/{name}" as="fetch" crossorigin="anonymous" data-loaded="{name}">'
     assert link in client.get(f"/?scenario={name}&theme=light&t=5&x0=1&x1=9").text
@@ -40,9 +40,9 @@ def test_a_preset_as_shipped_is_preloaded_and_its_loaded_is_the_websockets_text(
     with client.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": name})
         assert ws.receive_text() == http.text
-        assert ws.receive_json()["type"] == "state"
+        assert [ws.receive_json()["type"] for _ in range(2)] == ["details", "state"]
         ws.send_json({"type": "load", "scenario": name, "loaded": False})
-        assert ws.receive_json()["type"] == "state"  # no second `loaded`
+        assert [ws.receive_json()["type"] for _ in range(2)] == ["details", "state"]  # no second `loaded`
         ws.send_json({"type": "pause"})
         assert ws.receive_json()["type"] == "state"
     assert client.get("/api/loaded/no-such-preset").status_code == 404

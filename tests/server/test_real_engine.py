@@ -36,7 +36,9 @@ def test_play_real_preset_one_attention_launch_per_chunk(real: TestClient) -> No
     with real.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": "prefill-8k-chunked"})
         loaded = ws.receive_json()
-        assert loaded["type"] == "loaded" and loaded["claims"], loaded.get("message")
+        assert loaded["type"] == "loaded", loaded.get("message")
+        details = ws.receive_json()  # the claims follow the first screen
+        assert details["type"] == "details" and details["claims"]
         assert {n["id"] for n in loaded["topology"]["prefill"]["nodes"]} >= {"attention"}
         ws.send_json({"type": "play", "speed": 4})
         events = []
@@ -60,12 +62,14 @@ def test_report_download_is_self_contained_html(real: TestClient) -> None:
     assert real.get("/api/report", params={"scenario": "nope"}).status_code == 404
 
 
-def test_loaded_carries_each_tour_steps_check_against_the_run(real: TestClient) -> None:
+def test_details_carry_each_tour_steps_check_against_the_run(real: TestClient) -> None:
     with real.websocket_connect("/ws") as ws:
         ws.send_json({"type": "load", "scenario": "prefill-8k-chunked"})
         loaded = ws.receive_json()
+        details = ws.receive_json()  # after the first screen
+    assert loaded["tour_results"] == [] and details["type"] == "details"
     steps = loaded["scenario"]["tour"]
-    results = loaded["tour_results"]
+    results = details["tour_results"]
     assert len(results) == len(steps) >= 3
     pairs = [(r, s) for r, s in zip(results, steps, strict=True) if s["check"]]
     assert pairs and all(r["metric"] == s["check"]["metric"] for r, s in pairs)

@@ -79,6 +79,7 @@ def test_cached_runs_stay_out_of_the_collectors_passes_until_dropped() -> None:
     async def go() -> Any:
         cache = RunCache(simulator(sim), max_runs=1)
         first = await cache.get(SPEC)
+        await first.finished()  # its streamed events are made after the first screen
         tracked = {id(o) for o in gc.get_objects()}  # generations 0-2: what a collector pass traverses
         assert id(first.events[0]) not in tracked and id(first.overview) not in tracked
         del first
@@ -104,6 +105,7 @@ def test_a_viewer_leaving_a_cached_preset_starts_no_full_collection(monkeypatch:
 
     async def leave(cache: RunCache, spec: ScenarioSpec, preset: bool) -> None:
         run = await cache.get(spec, preset=preset)
+        await run.finished()
         cache.hold(run)
         passes.clear()
         cache.release(run)

@@ -10,7 +10,14 @@ from fakesim import full_kernels
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from layerscope.protocol import MAX_MESSAGE_BYTES, ErrorMessage, FrameMessage, LoadedMessage, StateMessage
+from layerscope.protocol import (
+    MAX_MESSAGE_BYTES,
+    DetailsMessage,
+    ErrorMessage,
+    FrameMessage,
+    LoadedMessage,
+    StateMessage,
+)
 
 Msg = dict[str, Any]
 
@@ -29,6 +36,8 @@ def recv_until(ws: Any, kind: str, limit: int = 10_000) -> tuple[Msg, list[Msg]]
 def load(ws: Any, **cmd: Any) -> Msg:
     ws.send_json({"type": "load", **cmd})
     loaded, _ = recv_until(ws, "loaded")
+    details = ws.receive_json()  # the claims and tour checks, made after the first screen; then playback's state
+    DetailsMessage.model_validate(details)
     state, _ = recv_until(ws, "state")
     assert state["playing"] is False and state["t_us"] == 0.0
     return loaded

@@ -8,6 +8,7 @@ cost one simulation and one json.dumps per event (frames are built by joining th
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import gc
@@ -151,9 +152,15 @@ def _end_us(e: BaseModel) -> float:
     return e.t_us + e.dur_us if e.kind == "kernel" else e.t_us  # type: ignore[attr-defined]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class PreparedRun:
-    """A run ready to stream: events as JSON-ready dicts (EncodedEvent) sorted by time, plus what `loaded` says."""
+    """A run ready to stream: events as JSON-ready dicts (EncodedEvent) sorted by time, plus what `loaded` says.
+
+    Made in two steps (RunCache, in worker threads): prepare_first_screen makes what the first screen draws
+    (`loaded`: topology, overview, compare run), and the viewers get it at once; finish then makes what follows it
+    (the streamed events playback needs, the claims and tour checks: the `details` message). A heavy run's finish
+    was ~1.3 s of a cold server's 6-8 s prepare step (bench/README.md, First screen, sixth round): the first
+    screen no longer waits for it. `await run.finished()` before reading events, claims or tour."""
 
     spec: ScenarioSpec
     events: list[dict[str, Any]]
@@ -165,30 +172,63 @@ class PreparedRun:
     claims: list[dict[str, Any]] = field(default_factory=list)
     tour: list[dict[str, Any]] = field(default_factory=list)
     overview: dict[str, Any] | None = None  # the whole run (and its compare run) for the first screen
-    result: Any = field(default=None, repr=False, compare=False)  # the engine's own result (for exports)
+    result: Any = field(default=None, repr=False)  # the engine's own result (for exports)
     num_events: int = 0  # events in the run, those that travel only in the overview included (`loaded.num_events`)
+    num_streamed: int = 0  # len(events) once finished: what the cache's event bound counts from the first screen on
+    done: concurrent.futures.Future[None] = field(default_factory=lambda: _running_future(), repr=False)
 
     @cached_property
     def loaded(self) -> EncodedEvent:
-        """The `loaded` message, encoded once per run (prepare does it, in the worker thread): a 64-request run's is
-        3.3 MB, 0.2 s of json.dumps that blocked the event loop, and every viewer's frames, once per viewer."""
+        """The `loaded` message, encoded once per run (in the worker thread): a 64-request run's is 3.3 MB, 0.2 s
+        of json.dumps that blocked the event loop, and every viewer's frames, once per viewer. It carries no
+        claims nor tour results (empty lists: the `details` message brings them) and the compare run without
+        its claims."""
+        compare = None if self.compare is None else {k: v for k, v in self.compare.items() if k != "claims"}
         data = {
             "type": "loaded",
             "scenario": _finite(self.spec.model_dump(mode="json")),  # e.g. request_rate: inf
             "topology": self.topology,
             "duration_us": self.duration_us,
             "num_events": self.num_events or len(self.events),
-            "compare": _finite(self.compare),
-            "claims": self.claims,
-            "tour_results": self.tour,
+            "compare": _finite(compare),
+            "claims": [],
+            "tour_results": [],
             "overview": self.overview,
         }
         return EncodedEvent(data, dumps_in_pieces(data))
 
     @cached_property
+    def details(self) -> EncodedEvent:
+        """The `details` message (protocol.DetailsMessage): what the first screen does not draw (made by finish)."""
+        compare_claims = None if self.compare is None else self.compare.get("claims", [])
+        return EncodedEvent({"type": "details", "claims": self.claims, "tour_results": self.tour,
+                             "compare_claims": compare_claims})
+
+    @cached_property
+    def loaded_whole(self) -> str:
+        """`loaded` with the details inside (its `details` field): what the disk cache holds, so that a cold
+        server's first screen from disk (GET /api/loaded, a websocket `load`) has its claims and tour at once.
+        Spliced, not encoded again: the details are a few kB."""
+        return f'{self.loaded.text[:-1]},"details":{self.details.text}}}'
+
+    async def finished(self) -> None:
+        """Until finish() has run (at once if it has); re-raises what it raised."""
+        if not self.done.done():
+            await asyncio.wrap_future(self.done)
+        self.done.result()
+
+    @cached_property
     def snapshot_index(self) -> list[int]:
         """Indices of the mergeable snapshots in `events`, ascending (Playback merges a frame's by them)."""
         return [i for i, e in enumerate(self.events) if e["kind"] in MERGEABLE_KINDS]
+
+
+def _running_future() -> concurrent.futures.Future[None]:
+    """A future marked running, so no one can cancel it: asyncio.wrap_future passes a cancelled waiter's
+    cancellation on to the future it wraps, and one viewer leaving would fail every other viewer's load."""
+    future: concurrent.futures.Future[None] = concurrent.futures.Future()
+    future.set_running_or_notify_cancel()
+    return future
 
 
 def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
@@ -201,8 +241,7 @@ def _compare_dict(spec: ScenarioSpec, compare: Any) -> dict[str, Any] | None:
         "scenario": _finite(compare.spec.model_dump(mode="json")),
         "summary": _finite(dict(compare.summary)),
         "decode_latency_us": [[e.t_us, e.step, e.model_latency_us] for e in steps[::stride]],
-        "claims": claims_of(compare),  # the claims panel's column B
-    }
+    }  # its "claims" (the claims panel's column B) added by finish
 
 
 # Kinds the dashboard reads only from loaded.overview (the bank map rebuilds each run's state at the cursor from its
@@ -228,25 +267,53 @@ def streamed_events(result: SimResult) -> list[dict[str, Any]]:
 
 
 def prepare(result: SimResult) -> PreparedRun:
-    events = streamed_events(result)
-    duration = max((_end_us(e) for e in result.events), default=0.0)
-    claims = claims_of(result)
+    """The whole run prepared in one go (replays, warm-up, tests); RunCache does it in two steps."""
+    return finish(prepare_first_screen(result))
+
+
+def prepare_first_screen(result: SimResult) -> PreparedRun:
+    """What `loaded` needs (its text encoded here, in the caller's worker thread, not on the event loop)."""
     run = PreparedRun(
         spec=result.spec,
-        events=events,
-        times=[e["t_us"] for e in events],
+        events=[],
+        times=[],
         topology=result.topology.model_dump(mode="json"),
         summary=_finite(dict(result.summary)),
-        duration_us=duration,
+        duration_us=max((_end_us(e) for e in result.events), default=0.0),
         compare=_compare_dict(result.spec, result.compare),
-        claims=claims,
-        tour=tour_of(result),
         overview=overview(result, _num_layers(result.spec)),
         result=result,
         num_events=len(result.events),
+        num_streamed=sum(e.kind not in OVERVIEW_ONLY for e in result.events),
     )
-    run.loaded, run.snapshot_index  # noqa: B018 -- made here, in the caller's worker thread, not on the event loop
+    run.loaded  # noqa: B018 -- made here, in the caller's worker thread
     return run
+
+
+def finish(run: PreparedRun) -> PreparedRun:
+    """The rest (make_rest), and the run marked done (or failed: finished() re-raises)."""
+    if run.done.done():
+        return run
+    try:
+        make_rest(run)
+    except BaseException as e:
+        run.done.set_exception(e)
+        raise
+    run.done.set_result(None)
+    return run
+
+
+def make_rest(run: PreparedRun) -> None:
+    """What follows the first screen (in a worker thread): the streamed events, claims, tour checks, the compare
+    run's claims, `details` and the whole `loaded` text."""
+    result = run.result
+    run.events = streamed_events(result)
+    run.times = [e["t_us"] for e in run.events]
+    run.claims = claims_of(result)
+    run.tour = tour_of(result)
+    if run.compare is not None:
+        run.compare = {**run.compare, "claims": claims_of(result.compare)}  # the claims panel's column B
+    run.snapshot_index, run.details, run.loaded_whole  # noqa: B018
 
 
 def _num_layers(spec: ScenarioSpec) -> int:
@@ -505,9 +572,21 @@ class RunCache:
             self._presets.add(key)
         evicted = self._evict(keep=key)
         settle_heap(collect=evicted)
-        pending.future.set_result(run)
-        if preset and self.disk is not None:  # after the waiters have it: gzip and write in a worker thread
-            asyncio.get_running_loop().run_in_executor(None, self.disk.put, spec, run.loaded.text)
+        pending.future.set_result(run)  # the waiters send `loaded` now, then wait for run.finished()
+        await self._finish(spec, run, preset)
+
+    async def _finish(self, spec: ScenarioSpec, run: PreparedRun, preset: bool) -> None:
+        """The run's rest (runs.finish) in a worker thread, once its `loaded` is on its way; then the heap settled,
+        and a preset's whole `loaded` gzipped and written to disk in another."""
+        try:
+            await asyncio.to_thread(make_rest, run)
+        except Exception as e:  # the run's failure: finished() re-raises it to each viewer
+            run.done.set_exception(e)
+            return
+        settle_heap(collect=False)  # before the viewers go on: the new objects out of the collector's passes too
+        run.done.set_result(None)
+        if preset and self.disk is not None:  # gzip and write in a worker thread
+            asyncio.get_running_loop().run_in_executor(None, self.disk.put, spec, run.loaded_whole)
 
     def _finished(self, key: str, pending: _Pending, task: asyncio.Task[None]) -> None:
         """However the task ended (even cancelled before it ran): the bookkeeping, and an answer for the waiters."""
@@ -527,7 +606,7 @@ class RunCache:
         takes_check = "check" in inspect.signature(self._simulate).parameters  # test fakes take the spec alone
         result = self._simulate(spec, check=budget.check) if takes_check else self._simulate(spec)
         budget.check(len(result.events))  # a run shorter than one check interval is still bounded
-        return prepare(result)
+        return prepare_first_screen(result)
 
     def _evict(self, keep: str) -> bool:
         evicted = False
@@ -612,7 +691,7 @@ class RunCache:
 
     @property
     def num_events(self) -> int:
-        return sum(len(r.events) for r in self._runs.values())
+        return sum(r.num_streamed or len(r.events) for r in self._runs.values())
 
     @property
     def memory_events(self) -> int:

@@ -316,12 +316,27 @@ class Session:
             return
         self.runs.hold(run)
         if self.playback is not None:
+            self.playback.pause()
+        self.queue.clear_frames()
+        if cmd.loaded and not early:
+            self.queue.push_control(loaded_message(run))
+        try:
+            await run.finished()  # the streamed events, claims, tour: made after `loaded` (runs.finish)
+        except asyncio.CancelledError:  # a newer load, or the viewer left: it never showed this run
+            self.runs.release(run)
+            raise
+        except Exception:
+            log.exception("preparing the rest of %s failed", run.spec.name)
+            self.runs.release(run)
+            self.error("simulation failed: internal error while preparing playback, in the server's log")
+            await self._run_deferred()
+            return
+        if self.playback is not None:
             self.runs.release(self.playback.run)
         self._seek_to = None
         self.playback = Playback(run, self.settings.play_seconds, self.settings.max_frame_events)
         self.queue.clear_frames()
-        if cmd.loaded and not early:
-            self.queue.push_control(loaded_message(run))
+        self.queue.push_control(run.details)
         self._send_state()
         await self._run_deferred()
 

@@ -378,6 +378,9 @@ function handle(msg) {
       }
       store.apply(msg);
       break;
+    case "details":
+      applyDetails(msg);
+      break;
     case "state":
       controls.onState(msg);
       break;
@@ -412,17 +415,42 @@ function finishLoad() {
   sweep.sync(servingShown);
   collapsePanels();
   controls.onLoaded(msg);
-  tour.load(msg.scenario, msg.tour_results || []);
-  renderClaims($("claims-body"), msg.claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
+  store.detailsReady = false; // claims and tour checks follow in a `details` message (or ride in this one)
+  tour.load(msg.scenario, null);
+  drawClaims();
   $("story-line").innerHTML = storyLine(store);
   keepFallbackNote();
   $("delta-line").innerHTML = deltaLine(store);
   $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
   $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
   document.title = `LayerScope — ${msg.scenario.name}`;
+  if (msg.details) applyDetails(msg.details); // GET /api/loaded of a run prepared whole, or the disk cache
   if (moment) applyMoment();
   stats.firstScreen.handledAt = performance.now();
   for (const m of heldMessages.splice(0)) handle(m); // a `loaded` among them holds the ones after it again
+}
+
+// The claims table, the tour's checks and the compare run's claims: the server makes them after the first screen
+// (protocol.DetailsMessage); until they come the claims panel and the tour say they are being computed.
+function applyDetails(d) {
+  const loaded = store.loaded;
+  if (!loaded) return;
+  loaded.claims = d.claims || [];
+  loaded.tour_results = d.tour_results || [];
+  if (loaded.compare) loaded.compare.claims = d.compare_claims || [];
+  store.detailsReady = true;
+  stats.firstScreen.detailsAt = performance.now();
+  tour.setResults(loaded.tour_results);
+  drawClaims();
+  $("story-line").innerHTML = storyLine(store); // both lines quote the article's figures from the claims
+  keepFallbackNote();
+  $("delta-line").innerHTML = deltaLine(store);
+}
+
+function drawClaims() {
+  const msg = store.loaded;
+  const claims = store.detailsReady ? msg.claims : null; // null: "computing…"
+  renderClaims($("claims-body"), claims, msg.compare, store.runs.map((r) => r.label), store.runs, msg.scenario.sla_ms);
 }
 
 function summaryLine(s) {

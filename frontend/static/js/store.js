@@ -64,6 +64,15 @@ export function decodeRun(run) {
   return out;
 }
 
+// The last moment of a run: its latest kernel end or decode step. A loop, not Math.max(...spread): a 60k-launch run
+// passed 60k arguments (the first screen's path), and past ~120k a spread throws RangeError.
+function runEnd(r) {
+  let end = 0;
+  for (const k of r.kernel) end = Math.max(end, k.start_us + k.dur_us);
+  for (const e of r.decode_step) end = Math.max(end, e.t_us);
+  return end;
+}
+
 export class Store {
   // A track redraws when its stamp moved, when forced, or when cursor.js cleared its element's axisDrawn mark
   // (Plotly moved the range itself); it records what it drew.
@@ -97,7 +106,7 @@ export class Store {
     // one axis for both runs of a comparison: each drawn at its own clock, the extent the longer of the two.
     // The main run's clock sets the axis (a serving run's is the whole model's: see axis.js); a run on another
     // clock gets its own mapping into the same x (axis.of(run)), its extent counted on its own clock.
-    const end = (r) => Math.max(0, ...r.kernel.map((k) => k.start_us + k.dur_us), ...r.decode_step.map((e) => e.t_us));
+    const end = runEnd;
     const clock = this.main ? this.main.clock : "layer";
     const same = this.runs.filter((r) => r.clock === clock);
     this.extent = Math.max(this.duration, ...same.map(end));

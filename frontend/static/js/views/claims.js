@@ -18,9 +18,14 @@ const VERDICT_TITLE = {
   setting: "the scenario chose another value than the article's default: a choice, not a claim",
 };
 
-// runs: [{label, summary}] of the run and its compare run; slaMs: the scenario's sla_ms
+// claims: null while they are computed; runs: [{label, summary}] of the run and its compare run; slaMs: the
+// scenario's sla_ms
 export function renderClaims(el, claims, compare, labels = ["this run", "compare run"], runs = [], slaMs = null) {
   const slo = sloTable(runs, slaMs);
+  if (claims === null) { // the server sends the claims after the first screen (the `details` message)
+    el.innerHTML = slo + '<p class="hint" data-testid="claims-computing">Checking the article\'s claims against this run: computing…</p>';
+    return;
+  }
   if (!claims || !claims.length) {
     el.innerHTML = slo || '<p class="empty" data-testid="no-claims">No claims for this run.</p>';
     return;

@@ -24,9 +24,11 @@ export class Tour {
     store.listeners.push(() => this.watch());
   }
 
+  // results: each step's check (loaded.tour_results); null while the server computes them (setResults follows)
   load(scenario, results = []) {
     this.steps = (scenario && scenario.tour) || [];
-    this.results = results;
+    this.results = results || [];
+    this.pending = results === null;
     this.index = -1;
     this.highlight([]);
     document.body.classList.remove("touring");
@@ -36,8 +38,19 @@ export class Tour {
     } else {
       this.body.innerHTML = `<p>${esc(scenario.description)}</p><p class="hint">A ${this.steps.length}-step tour walks through this story: press <b>next</b>.</p>`;
       this.pos.textContent = `${this.steps.length} steps`;
+      if (this.pending) this.body.insertAdjacentHTML("beforeend", '<p class="hint" data-testid="tour-computing">Checking each step against this run: computing…</p>');
     }
     this.nextBtn.textContent = "start tour ▶";
+  }
+
+  // The steps' checks once the server has them (the `details` message): a step opened before them is landed on
+  // again, at its moment and zoom (both come with its check) and with its check line.
+  setResults(results) {
+    this.results = results || [];
+    this.pending = false;
+    const note = this.body.querySelector("[data-testid=tour-computing]");
+    if (note) note.remove();
+    if (this.index >= 0 && this.index < this.steps.length) this.land(this.index);
   }
 
   // the moment of step i: the server's pause time, else the previous step's moment, else 0
@@ -63,6 +76,7 @@ export class Tour {
   }
 
   checkLine(r, reached) {
+    if (this.pending) return '<p class="check pending" data-testid="tour-computing">checking this step against the run: computing…</p>';
     if (!r || r.metric === null || r.metric === undefined) return "";
     if (!reached) return '<p class="check pending" data-testid="tour-check-pending">check shown when this step\'s moment is reached</p>';
     const verdict = r.passed ? '<span class="ok">✓ holds in this run</span>' : '<span class="bad">✗ does not hold in this run</span>';
