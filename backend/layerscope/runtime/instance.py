@@ -27,7 +27,7 @@ from layerscope.runtime.request import Request
 from layerscope.runtime.routing import scenario_traffic
 from layerscope.runtime.sharded import ShardedRuntime
 from layerscope.runtime.shared_plans import shared_deployed
-from layerscope.runtime.timing import COPY, Timing, default_costs
+from layerscope.runtime.timing import COPY, Timing, default_costs, memo_price
 from layerscope.scenario import ScenarioSpec
 
 
@@ -49,8 +49,8 @@ class Instance:
         self.page_size = spec.effective_page_size
         cost_model, costs = default_costs(self.gpu)  # prices memoised across the process's runs on this GPU
         self.timing = Timing(cost_model, recorder.emit_gpu if recorder.keeps else None, costs, recorder.instance)
-        if isinstance(self.plan, ShardedRuntime):
-            self.plan.price = self.timing.cost  # one memoised price per kernel for the plan and the launches
+        if isinstance(self.plan, ShardedRuntime):  # its launch floors priced from the same memo as the launches,
+            self.plan.price = memo_price(cost_model, costs)  # holding no run (the plan may outlive it: shared_plans)
         self.free_start = kv_pool_bytes(spec, self.placement)
         self.kv = KVManager(self.model, self.page_size, spec.banks, spec.allocator, self.free_start,
                             pool_workspace_bytes(spec, self.placement, workspace_bytes(self.model, workspace_tokens)))

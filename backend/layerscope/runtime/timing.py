@@ -42,6 +42,19 @@ def default_costs(gpu: GPU) -> tuple[CostModel, Costs]:
     return CostModel(gpu), costs
 
 
+def memo_price(cost_model: CostModel, costs: Costs) -> Callable[[Kernel], KernelCost]:
+    """A kernel's price in the default env from `costs` (default_costs' memo), as Timing.cost gives it, holding no
+    run's state: what a plan kept across runs (runtime/shared_plans.py) prices its launch floors with."""
+
+    def price(k: Kernel) -> KernelCost:
+        c = costs.get(k)
+        if c is None:
+            c = costs[k] = cost_model.cost(k, PLAIN_ENV)
+        return c
+
+    return price
+
+
 class Timing:
     def __init__(self, cost_model: CostModel, emit: Callable[[Any], None] | None,
                  costs: Costs | None = None, instance: int = 0,

@@ -161,10 +161,14 @@ let chosenUnits = ["layer", "model"].includes(query.get("units")) ? query.get("u
 
 // A refused URL's reason stays on the story line in front of the default preset's story that replaced it (the
 // toast alone goes away), until the next run is loaded.
+// Why the page fell back to this run (an unknown preset, a refused value), kept before its story line: the line is
+// drawn again when the details come, and the note with it (finishLoad clears it for the next run).
+let storyNote = null;
+
 function keepFallbackNote() {
-  const why = controls.fallbackNote;
+  if (controls.fallbackNote) [storyNote, controls.fallbackNote] = [controls.fallbackNote, null];
+  const why = storyNote;
   if (!why) return;
-  controls.fallbackNote = null;
   const line = $("story-line");
   line.classList.remove("error");
   const note = document.createElement("span");
@@ -225,6 +229,11 @@ function readMoment(q) {
 }
 let moment = readMoment(query);
 window.addEventListener("popstate", () => (moment = readMoment(new URLSearchParams(location.search)))); // Back: that entry's moment
+
+// whether the moment waiting is this run's (Back may set the next run's while this one's details are on their way)
+function momentFits() {
+  return !moment.scenario || moment.scenario === store.scenario.name;
+}
 
 function applyMoment() {
   const { m, bad, scenario } = moment;
@@ -419,13 +428,15 @@ function finishLoad() {
   tour.load(msg.scenario, null);
   drawClaims();
   $("story-line").innerHTML = storyLine(store);
+  storyNote = null; // a new run: only its own fallback note (taken from controls now) stays before its story
   keepFallbackNote();
   $("delta-line").innerHTML = deltaLine(store);
   $("cue-tour").classList.toggle("hidden", !(msg.scenario.tour || []).length);
   $("cue-tour").textContent = `start the ${(msg.scenario.tour || []).length}-step tour`;
   document.title = `LayerScope — ${msg.scenario.name}`;
   if (msg.details) applyDetails(msg.details); // GET /api/loaded of a run prepared whole, or the disk cache
-  if (moment) applyMoment();
+  // a link's tour step needs the step's check (its moment and zoom): its moment waits for this run's details
+  if (moment && (store.detailsReady || !moment.m.step || !momentFits())) applyMoment();
   stats.firstScreen.handledAt = performance.now();
   for (const m of heldMessages.splice(0)) handle(m); // a `loaded` among them holds the ones after it again
 }
@@ -445,6 +456,7 @@ function applyDetails(d) {
   $("story-line").innerHTML = storyLine(store); // both lines quote the article's figures from the claims
   keepFallbackNote();
   $("delta-line").innerHTML = deltaLine(store);
+  if (moment && momentFits()) applyMoment(); // a link's moment that names a tour step (finishLoad held it)
 }
 
 function drawClaims() {
