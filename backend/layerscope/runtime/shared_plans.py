@@ -24,7 +24,7 @@ from layerscope.runtime.sharded import ShardedRuntime, deployed
 from layerscope.runtime.vllm import VllmRuntime
 from layerscope.scenario import ScenarioSpec
 
-MAX_SHARED_PLANS = 16  # the preset library has ~10 distinct deployments; a plan's memos are ~10 MB at most seen
+MAX_SHARED_PLANS = 16  # the preset library has ~10 distinct deployments; its 12 plans kept cost ~5 MB in all
 
 _Key = tuple[str, str, str, str, int, str]
 _plans: OrderedDict[_Key, tuple[RuntimePlan, ModelConfig]] = OrderedDict()

@@ -159,7 +159,7 @@ class PreparedRun:
     Made in two steps (RunCache, in worker threads): prepare_first_screen makes what the first screen draws
     (`loaded`: topology, overview, compare run), and the viewers get it at once; finish then makes what follows it
     (the streamed events playback needs, the claims and tour checks: the `details` message). A heavy run's finish
-    was ~1.3 s of a cold server's 6-8 s prepare step (bench/README.md, First screen, sixth round): the first
+    was ~1.3 s of a cold server's 6-8 s prepare step (bench/README.md, Sixth round): the first
     screen no longer waits for it. `await run.finished()` before reading events, claims or tour."""
 
     spec: ScenarioSpec
