@@ -164,7 +164,17 @@ PRESETS = {
 def rows(table: dict[str, Any]) -> list[dict[str, Any]]:
     """A column table of loaded.overview back to dicts, the way store.js decodeTable does."""
     cols, dicts = table["cols"], table.get("dict", {})
-    return [{c: (dicts[c][v] if c in dicts else v) for c, v in zip(cols, r, strict=True)} for r in table["rows"]]
+    shared = table.get("shared", {"cols": [], "rows": []})
+    own = [c for c in cols if c not in shared["cols"]]
+
+    def cells(names: list[str], r: list[Any]) -> dict[str, Any]:
+        return {c: (dicts[c][v] if c in dicts else v) for c, v in zip(names, r, strict=True)}
+
+    if not shared["cols"]:
+        return [cells(cols, r) for r in table["rows"]]
+    common = [cells(shared["cols"], r) for r in shared["rows"]]
+    # the keys in `cols` order, as decodeTable's objects hold them
+    return [{c: d[c] for c in cols} for d in ({**cells(own, r[:-1]), **common[r[-1]]} for r in table["rows"])]
 
 
 def full_kernels(loaded: dict[str, Any], streamed: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from fakesim import rows
 from layerscope import scenario as scn
 from layerscope.runtime.engine import simulate
 from layerscope.scenario import main_label
-from layerscope.server.overview import FIELDS, overview
+from layerscope.server.overview import FIELDS, SHARED, column_table, overview
 from layerscope.server.runs import prepare
 
 
@@ -37,7 +37,29 @@ def test_overview_holds_both_runs_with_every_kernel(pair: Any) -> None:
 def test_repeated_strings_travel_once(pair: Any) -> None:
     table = overview(pair, 94)["runs"][0]["tables"]["kernel"]
     assert "name" in table["dict"] and len(table["dict"]["name"]) < len(table["rows"])
-    assert all(isinstance(r[table["cols"].index("name")], int) for r in table["rows"])
+    shared = table["shared"]
+    assert all(isinstance(r[shared["cols"].index("name")], int) for r in shared["rows"])
+
+
+def test_a_priced_launch_travels_once_and_decodes_to_every_field(pair: Any) -> None:
+    """The kernel table's shared rows: each distinct tuple of a launch's priced fields once, fewer of them than
+    launches; decoded, the same rows as a table that shares nothing."""
+    kernels = [e for e in pair.events if e.kind == "kernel"]
+    table = column_table(kernels, FIELDS["kernel"], SHARED["kernel"])
+    shared = table["shared"]
+    assert shared["cols"] == list(SHARED["kernel"]) and "start_us" not in shared["cols"]
+    assert len(shared["rows"]) < len(table["rows"]) / 2
+    assert len({json.dumps(r) for r in shared["rows"]}) == len(shared["rows"])
+    assert all(len(r) == len(FIELDS["kernel"]) - len(shared["cols"]) + 1 for r in table["rows"])
+    assert rows(table) == rows(column_table(kernels, FIELDS["kernel"]))
+    assert list(rows(table)[0]) == list(FIELDS["kernel"])  # the fields in their order
+
+
+def test_a_column_of_lists_is_never_shared(pair: Any) -> None:
+    pages = [e for e in pair.events if e.kind == "page_alloc"]
+    table = column_table(pages, FIELDS["page_alloc"], ("owner", "phase", "banks"))
+    assert table["shared"]["cols"] == ["owner", "phase"]  # banks are lists: each row keeps its own
+    assert rows(table) == rows(column_table(pages, FIELDS["page_alloc"]))
 
 
 def test_overview_is_json_and_deterministic(pair: Any) -> None:

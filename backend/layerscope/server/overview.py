@@ -2,8 +2,11 @@
 
 For the run and its compare run (if any), the events the time views and the bank map need, as column
 tables ({"cols": [...], "rows": [[...], ...]}): repeated strings become indices into a per-column `dict`
-list, so a 20 000-launch run travels as a few hundred kB rather than megabytes of repeated names. The
-compare run is never streamed frame by frame (one clock plays one run); its panels are drawn from here.
+list, so a 20 000-launch run travels as a few hundred kB rather than megabytes of repeated names. A kernel
+launch's fields that its price fixes (SHARED: name, duration, bytes, bound, ...) repeat across the steps that
+launch the same kernel, so they travel once, in the table's `shared` rows, and each launch's row holds its own
+fields (start, step, chunk, engine) and the index of its shared row (docs/protocol.md). The compare run is never
+streamed frame by frame (one clock plays one run); its panels are drawn from here.
 """
 
 from __future__ import annotations
@@ -90,6 +93,14 @@ FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
+# fields a launch shares with every launch of the same priced kernel: a 61k-launch run (two-nodes-wide-ep) has
+# ~3.4k distinct tuples of them, so its kernel table is 2.6 MB of JSON instead of 7.4 MB (bench/README.md)
+SHARED: dict[str, tuple[str, ...]] = {
+    "kernel": tuple(c for c in FIELDS["kernel"] if c not in ("start_us", "step", "instance")),
+}
+_HASHABLE = frozenset({int, float, str, bool, type(None)})  # cells a shared row can be keyed by
+
+
 def _json_float(v: Any, exact: bool = False) -> Any:
     if isinstance(v, BaseModel):  # a nested record (the deployment's per_gpu figures)
         return {k: _json_float(x, exact) for k, x in v.model_dump(mode="json").items()}
@@ -100,20 +111,33 @@ def _json_float(v: Any, exact: bool = False) -> Any:
     return v
 
 
-def _table(events: list[BaseModel], cols: tuple[str, ...]) -> dict[str, Any]:
+def column_table(events: list[BaseModel], cols: tuple[str, ...], shared: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The column table of `events`; the `shared` columns (those whose cells are all hashable) moved to shared
+    rows that each row indexes by its last cell."""
     # times stay exact: the dashboard compares them with the streamed events' and the tour's times
-    columns: list[Sequence[Any]] = []
+    columns: dict[str, Sequence[Any]] = {}
     dicts: dict[str, list[str]] = {}
+    keyable: set[str] = set()
     for c, values in zip(cols, _columns(events, cols), strict=True):
         kinds = set(map(type, values))  # in C: a Python loop over a 40k-launch run's cells was ~0.1 s a column
+        if kinds <= _HASHABLE:
+            keyable.add(c)
         if kinds == {str}:  # indices into the column's strings, in their first-seen order (dict.fromkeys: in C)
             index = {v: i for i, v in enumerate(dict.fromkeys(values))}
-            columns.append(list(map(index.__getitem__, values)))
+            columns[c] = list(map(index.__getitem__, values))
             dicts[c] = list(index)
         else:
-            columns.append(_column(values, kinds, c.endswith("_us")))
-    rows = list(map(list, zip(*columns, strict=True))) if columns else []
-    return {"cols": list(cols), "rows": rows, "dict": dicts}
+            columns[c] = _column(values, kinds, c.endswith("_us"))
+    moved = [c for c in cols if c in shared and c in keyable]
+    own = [columns[c] for c in cols if c not in moved]
+    out: dict[str, Any] = {"cols": list(cols), "dict": dicts}
+    if moved:
+        keys = list(zip(*(columns[c] for c in moved), strict=True))
+        row_of = {k: i for i, k in enumerate(dict.fromkeys(keys))}  # first-seen order; a loop over distinct keys
+        own.append(list(map(row_of.__getitem__, keys)))
+        out["shared"] = {"cols": moved, "rows": list(map(list, row_of))}
+    out["rows"] = list(map(list, zip(*own, strict=True))) if own else []
+    return out
 
 
 def _columns(events: list[BaseModel], cols: tuple[str, ...]) -> list[Sequence[Any]]:
@@ -180,10 +204,11 @@ def run_overview(result: Any, role: str, label: str) -> dict[str, Any]:
                 seq[e.kind].append(i)
     summary = {k: _json_float(v) for k, v in result.summary.items()}
     out: dict[str, Any] = {"role": role, "label": label, "summary": summary, "clock": clock(result)}
-    out["tables"] = {k: _table(v, FIELDS[k]) for k, v in by.items() if v}
+    out["tables"] = {k: column_table(v, FIELDS[k], SHARED.get(k, ())) for k, v in by.items() if v}
     for k, idx in seq.items():
         if k in out["tables"]:
             tab = out["tables"][k]
+            assert "shared" not in tab, f"{k}: a row's last cell is its shared row's index, not its seq"
             tab["cols"].append("seq")
             for row, i in zip(tab["rows"], idx, strict=True):
                 row.append(i)

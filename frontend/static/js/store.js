@@ -36,25 +36,39 @@ function thin(arrays) {
 
 // loaded.overview's column tables -> arrays of plain objects (strings restored from each column's dict). Each row
 // starts as a copy of one object holding every column, so it has its final shape at once instead of growing one
-// property at a time: 1.6-3x faster on the first screen's path (a 61k-launch kernel table, cold code).
+// property at a time: 1.6-3x faster on the first screen's path (a 61k-launch kernel table, cold code). A table with
+// `shared` rows (server/overview.py SHARED: a launch's priced fields) keeps those columns there: a row's last cell
+// indexes one, and the row starts as a copy of that shared row's object (its own cells then set).
 export function decodeTable(tab) {
   const cols = tab.cols;
-  const m = cols.length;
-  const dicts = cols.map((c) => (tab.dict && tab.dict[c]) || null);
+  const dict = tab.dict || {};
   const shape = {};
   for (const c of cols) shape[c] = null;
+  const shared = tab.shared || null;
+  const own = shared ? cols.filter((c) => !shared.cols.includes(c)) : cols;
+  const starts = shared ? shared.rows.map((r) => cellsInto({ ...shape }, shared.cols, r, dict)) : null;
+  const m = own.length;
+  const dicts = own.map((c) => dict[c] || null);
   const rows = tab.rows;
   const out = new Array(rows.length);
   for (let i = 0; i < rows.length; i++) {
     const r = rows[i];
-    const o = { ...shape };
+    const o = starts ? { ...starts[r[m]] } : { ...shape };
     for (let j = 0; j < m; j++) {
       const d = dicts[j];
-      o[cols[j]] = d ? d[r[j]] : r[j];
+      o[own[j]] = d ? d[r[j]] : r[j];
     }
     out[i] = o;
   }
   return out;
+}
+
+function cellsInto(o, cols, r, dict) {
+  for (let j = 0; j < cols.length; j++) {
+    const d = dict[cols[j]];
+    o[cols[j]] = d ? d[r[j]] : r[j];
+  }
+  return o;
 }
 
 export function decodeRun(run) {
