@@ -1,7 +1,7 @@
 """The per-price work of a 500-request `layerscope bench` run (issue 23), one JSON line.
 
 Runs the bench's simulate() once (summary only, bench_scale.py's BENCH_500), collecting every (kernel, env) its cost
-model prices, then, with the collector off as in a run (runtime/gcpause.py), medians over --runs of:
+model prices, then, with the collector off as in a run (layerscope/gcpause.py), medians over --runs of:
 
     prices_cpu_s     those kernels priced afresh by a new CostModel (the roofline terms, the tables' memoised
                      lookups, the KernelCosts)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from layerscope import __version__, commands
-from layerscope.runtime.gcpause import paused_gc
+from layerscope.gcpause import paused_gc
 
 # A tool stopped by a reader that closed its pipe (`| head`) exits as SIGPIPE would kill it: 128 + 13, quietly.
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE

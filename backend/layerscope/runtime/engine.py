@@ -19,10 +19,10 @@ import gc
 from typing import Any, cast
 
 from layerscope.events import SummaryEvent
+from layerscope.gcpause import paused_gc
 from layerscope.result import SimResult
 from layerscope.runtime.blas import single_threaded_blas
 from layerscope.runtime.dp_group import DPGroup, dp_figures, is_dp, members
-from layerscope.runtime.gcpause import paused_gc
 from layerscope.runtime.instance import Instance
 from layerscope.runtime.loop import Check, Client, Loop, Progress
 from layerscope.runtime.metrics import merged, serving_metrics

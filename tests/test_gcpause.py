@@ -1,7 +1,7 @@
 import gc
 import threading
 
-from layerscope.runtime.gcpause import paused_gc
+from layerscope.gcpause import paused_gc
 
 
 def test_paused_inside_and_resumed_after_the_outermost_run() -> None:
