@@ -243,3 +243,19 @@ def test_an_app_serves_runs_again_after_its_lifespan_restarts() -> None:
         with TestClient(app) as c:
             r = c.post("/api/trace", json={"scenario": "decode-pulses", "set": {"decode_steps": steps}})
             assert r.status_code == 200, r.text[:200]
+
+
+def test_the_scenario_list_shows_a_changed_and_an_added_preset_file(client: TestClient, presets_dir: Path) -> None:
+    """/api/scenarios is cached by the preset files' names, mtimes and sizes: an edit or a new file still shows."""
+    import yaml
+
+    assert client.get("/api/scenarios").json() == client.get("/api/scenarios").json()
+    path = presets_dir / "two-chunks.yaml"
+    data = yaml.safe_load(path.read_text())
+    path.write_text(yaml.safe_dump({**data, "title": "Two chunks, edited"}))
+    by_name = {s["name"]: s for s in client.get("/api/scenarios").json()}
+    assert by_name["two-chunks"]["title"] == "Two chunks, edited"
+    (presets_dir / "three-chunks.yaml").write_text(yaml.safe_dump({**data, "name": "three-chunks", "title": "Three"}))
+    by_name = {s["name"]: s for s in client.get("/api/scenarios").json()}
+    assert by_name["three-chunks"]["title"] == "Three" and sorted(by_name) == ["long-decode", "three-chunks",
+                                                                              "two-chunks"]

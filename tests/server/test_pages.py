@@ -47,3 +47,21 @@ def test_a_preset_as_shipped_is_preloaded_and_its_loaded_is_the_websockets_text(
         assert ws.receive_json()["type"] == "state"
     assert client.get("/api/loaded/no-such-preset").status_code == 404
     assert client.get("/api/loaded/..%2Fetc").status_code in (404, 422)
+
+
+def test_a_run_in_memory_is_sent_gzipped_to_a_client_that_takes_gzip_and_as_text_to_one_that_does_not(
+        client: TestClient) -> None:
+    """GET /api/loaded/NAME of a run in memory: gzip bytes that decompress to the websocket's `loaded` text, or
+    that text itself without Accept-Encoding: gzip."""
+    import gzip
+
+    name = preset_names()[0]
+    with client.websocket_connect("/ws") as ws:  # the run simulated and held in memory
+        ws.send_json({"type": "load", "scenario": name})
+        loaded = ws.receive_text()
+    with client.stream("GET", f"/api/loaded/{name}", headers={"Accept-Encoding": "gzip"}) as r:
+        raw = b"".join(r.iter_raw())
+        assert r.headers["content-encoding"] == "gzip" and r.headers["vary"] == "Accept-Encoding"
+    assert gzip.decompress(raw).decode("utf-8") == loaded
+    plain = client.get(f"/api/loaded/{name}", headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.text == loaded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 from functools import cache
 from pathlib import Path
@@ -101,7 +102,11 @@ async def preset_loaded(request: Request, name: Annotated[str, PathParam(pattern
         raise HTTPException(500, str(e)) from None
     except CommandError as e:
         raise HTTPException(422, str(e)) from None
-    return Response(run.loaded.text, media_type="application/json", headers={"Cache-Control": "no-store"})
+    headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("accept-encoding", ""):  # made once per run, in a worker thread
+        packed = run.loaded_gz or await asyncio.to_thread(run.loaded_gzip)
+        return Response(packed, media_type="application/json", headers={**headers, "Content-Encoding": "gzip"})
+    return Response(run.loaded.text, media_type="application/json", headers=headers)
 
 
 @router.get("/vendor/plotly.min.js", include_in_schema=False)
