@@ -39,6 +39,12 @@ GZIP_LEVEL = 1
 DEFAULT_MAX_BYTES = 256 * 2**20
 
 
+def gzip_text(text: str) -> bytes:
+    """`text` as UTF-8, gzipped at GZIP_LEVEL with no timestamp (the same text, the same bytes): a file here, and a
+    warm server's GET /api/loaded answer (server/runs.py PreparedRun.loaded_gzip)."""
+    return gzip.compress(text.encode("utf-8"), GZIP_LEVEL, mtime=0)
+
+
 def environment() -> str:
     """What besides the code changes the numbers: the interpreter, numpy, and the OPENBLAS_* variables (BLAS
     kernels chosen by OPENBLAS_CORETYPE round differently: bench/event_digests.py runs with them as they are)."""
@@ -120,7 +126,7 @@ class PreparedCache:
             return False
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(path, gzip.compress(text.encode("utf-8"), GZIP_LEVEL, mtime=0))
+            write_bytes_atomic(path, gzip_text(text))
         except OSError as e:
             log.warning("prepared cache: %s not written: %s", path.name, e)
             return False

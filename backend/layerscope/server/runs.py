@@ -12,7 +12,6 @@ import concurrent.futures
 import contextlib
 import ctypes
 import gc
-import gzip
 import inspect
 import logging
 import math
@@ -34,7 +33,7 @@ from layerscope.model.config import PRESETS
 from layerscope.protocol import StreamedKernel
 from layerscope.result import SimResult, run_clock
 from layerscope.scenario import ScenarioSpec
-from layerscope.server.diskcache import GZIP_LEVEL, PreparedCache
+from layerscope.server.diskcache import PreparedCache, gzip_text
 from layerscope.server.overview import overview
 from layerscope.tour import tour_results
 
@@ -223,7 +222,7 @@ class PreparedRun:
         10.7 MB of JSON for two-nodes-wide-ep. Thread-safe: two requests at once compress it once."""
         with self._gzip_lock:
             if self.loaded_gz is None:
-                self.loaded_gz = gzip.compress(self.loaded.text.encode("utf-8"), GZIP_LEVEL, mtime=0)
+                self.loaded_gz = gzip_text(self.loaded.text)
             return self.loaded_gz
 
     async def finished(self) -> None:
